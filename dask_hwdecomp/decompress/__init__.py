@@ -1,0 +1,1 @@
+"""Decompression backends behind one protocol, and the routing table."""

@@ -1,0 +1,132 @@
+"""The CPU backend: a thread pool over cramjam's codecs.
+
+cramjam decompresses straight into a caller's buffer, reports how many bytes
+it wrote, never writes past the buffer, and releases the GIL, so every job
+lands at its final offset with its size checked and no copy. It is the
+reference the GPU backends are tested against, and it serves the codecs no
+GPU decodes (BROTLI, multi-member GZIP pages).
+"""
+
+from __future__ import annotations
+
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import cramjam
+import numpy as np
+
+from ..errors import CorruptPageError
+from ..format.codecs import Algo
+from ..format.layout import Job
+from .protocol import size_mismatch
+
+__all__ = ["CpuBackend", "decompress_one"]
+
+_INTO = {
+    Algo.SNAPPY: cramjam.snappy.decompress_raw_into,
+    Algo.DEFLATE: cramjam.deflate.decompress_into,
+    Algo.GZIP: cramjam.gzip.decompress_into,
+    Algo.LZ4: cramjam.lz4.decompress_block_into,
+    Algo.ZSTD: cramjam.zstd.decompress_into,
+    Algo.BROTLI: cramjam.brotli.decompress_into,
+}
+
+# Jobs are grouped into tasks of about this many output bytes, so that tiny
+# pages do not cost one pool round trip each.
+_TASK_BYTES = 4 << 20
+
+
+def decompress_one(job: Job, src: memoryview, dst: memoryview, backend: str = "cpu") -> None:
+    """Decompress one job on this thread, checking size and gzip CRC.
+
+    Raises
+    ------
+    CorruptPageError
+    """
+    out = dst[job.dst_offset : job.dst_offset + job.dst_size]
+    data = src[job.src_offset : job.src_offset + job.src_size]
+    try:
+        written = _INTO[job.algo](data, out)
+    except Exception as exc:  # cramjam.DecompressionError and friends
+        raise CorruptPageError(
+            f"{job.algo.value} stream does not decompress on {backend} ({exc})", job.location
+        ) from None
+    if written != job.dst_size:
+        raise size_mismatch(job, written, backend)
+    if job.crc32 is not None:
+        actual = zlib.crc32(out)
+        if actual != job.crc32:
+            raise CorruptPageError(
+                f"gzip CRC-32 {job.crc32:#010x} does not match the output ({actual:#010x})",
+                job.location,
+            )
+
+
+class _NumpyBuffer:
+    def __init__(self, nbytes: int):
+        self._array = np.empty(nbytes, dtype=np.uint8)
+        self.view = memoryview(self._array).cast("B")
+
+    def close(self) -> None:
+        # Dropped, not released: a slice handed to pyarrow may still be
+        # alive; numpy frees the memory when the last view goes.
+        self.view = None
+        self._array = None
+
+
+class CpuBackend:
+    """Decompress on a pool of CPU threads.
+
+    Parameters
+    ----------
+    threads : int
+        Pool size.
+    """
+
+    name = "cpu"
+    algorithms = frozenset(Algo)
+    max_job_bytes = None
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="hwdecomp-cpu")
+
+    def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview) -> None:
+        """Run ``jobs``; raises the first job's error (by batch order)."""
+        if not jobs:
+            return
+        if self.threads == 1 or len(jobs) == 1:
+            for job in jobs:
+                decompress_one(job, src, dst)
+            return
+        tasks: list[list[Job]] = [[]]
+        size = 0
+        for job in jobs:
+            if size >= _TASK_BYTES:
+                tasks.append([])
+                size = 0
+            tasks[-1].append(job)
+            size += job.dst_size
+
+        def run(group: list[Job]) -> None:
+            for job in group:
+                decompress_one(job, src, dst)
+
+        futures = [self._pool.submit(run, group) for group in tasks]
+        errors = [f.exception() for f in futures]
+        for err in errors:
+            if err is not None:
+                raise err
+
+    def host_buffer(self, nbytes: int) -> _NumpyBuffer:
+        return _NumpyBuffer(nbytes)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

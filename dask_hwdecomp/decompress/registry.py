@@ -1,0 +1,86 @@
+"""Which backends exist here, and one open instance of each per process.
+
+Each backend module exposes ``probe() -> str | None`` (None when it can run
+here, else why not) and ``create(options) -> Backend``. The GPU modules are
+imported only when probed, so a machine without CUDA never imports it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import threading
+
+from ..errors import BackendUnavailableError
+from ..options import Options
+
+__all__ = ["probe", "get_backend", "close_all", "BACKEND_MODULES"]
+
+BACKEND_MODULES = {
+    "cpu": None,
+    "nvcomp": "dask_hwdecomp.decompress.nvcomp",
+    "hardware": "dask_hwdecomp.decompress.hardware",
+}
+
+_lock = threading.RLock()
+_open: dict[tuple, object] = {}
+_probes: dict[str, str | None] = {}
+
+
+def probe(name: str) -> str | None:
+    """None if backend ``name`` can run here, else the reason it cannot."""
+    if name == "cpu":
+        return None
+    with _lock:
+        if name not in _probes:
+            try:
+                module = importlib.import_module(BACKEND_MODULES[name])
+                _probes[name] = module.probe()
+            except ImportError as exc:
+                _probes[name] = f"cannot import {BACKEND_MODULES[name]}: {exc}"
+        return _probes[name]
+
+
+def _key(name: str, options: Options) -> tuple:
+    if name == "cpu":
+        return (name, options.cpu_threads)
+    return (name, options.streams, options.batch_bytes)
+
+
+def get_backend(name: str, options: Options):
+    """The process's open backend ``name`` for these options (created once).
+
+    Raises
+    ------
+    BackendUnavailableError
+        The backend cannot run here; the message says why.
+    """
+    with _lock:
+        key = _key(name, options)
+        backend = _open.get(key)
+        if backend is None:
+            if name == "cpu":
+                from .cpu import CpuBackend
+
+                backend = CpuBackend(options.cpu_threads)
+            else:
+                reason = probe(name)
+                if reason is not None:
+                    raise BackendUnavailableError(f"backend {name!r} is not available: {reason}")
+                module = importlib.import_module(BACKEND_MODULES[name])
+                backend = module.create(options)
+            _open[key] = backend
+        return backend
+
+
+def close_all() -> None:
+    """Close every open backend (a worker plugin's teardown, process exit)."""
+    with _lock:
+        backends = list(_open.values())
+        _open.clear()
+        _probes.clear()
+    for backend in backends:
+        backend.close()
+
+
+atexit.register(close_all)

@@ -1,0 +1,135 @@
+"""The routing table: which backend decompresses which bitstream.
+
+One explicit table per ``backend`` option lists, for each bitstream, the
+backends to try in order; the first that is available, decodes that
+bitstream and accepts the job's size takes the job. ``auto`` never fails for
+lack of a GPU; a named GPU backend that cannot run here raises.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Sequence
+
+from ..errors import BackendUnavailableError, CorruptPageError
+from ..format.codecs import CODEC_NAMES, Algo
+from ..format.layout import Job
+from ..options import Options
+from ..report import ReadReport
+from . import registry
+from .cpu import decompress_one
+
+__all__ = ["ROUTES", "Router"]
+
+_GPU = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4, Algo.ZSTD)
+_CPU_ONLY = (Algo.GZIP, Algo.BROTLI)
+
+ROUTES: dict[str, dict[Algo, tuple[str, ...]]] = {
+    "auto": {
+        **{a: ("hardware", "nvcomp", "cpu") for a in _GPU},
+        **{a: ("cpu",) for a in _CPU_ONLY},
+    },
+    "hardware": {
+        **{a: ("hardware", "nvcomp") for a in _GPU},
+        **{a: ("cpu",) for a in _CPU_ONLY},
+    },
+    "nvcomp": {
+        **{a: ("nvcomp",) for a in _GPU},
+        **{a: ("cpu",) for a in _CPU_ONLY},
+    },
+    "cpu": {a: ("cpu",) for a in Algo},
+}
+
+
+class Router:
+    """Assign jobs to backends per :data:`ROUTES` and run them.
+
+    Parameters
+    ----------
+    options : Options
+
+    Raises
+    ------
+    BackendUnavailableError
+        ``options.backend`` names a backend that cannot run here.
+    """
+
+    def __init__(self, options: Options):
+        self.options = options
+        table = ROUTES[options.backend]
+        if options.backend != "auto" and options.backend != "cpu":
+            reason = registry.probe(options.backend)
+            if reason is not None:
+                raise BackendUnavailableError(
+                    f"backend {options.backend!r} was requested but is not available: {reason}"
+                )
+        self._candidates: dict[Algo, list] = {}
+        for algo, names in table.items():
+            usable = []
+            for name in names:
+                if registry.probe(name) is not None:
+                    continue
+                backend = registry.get_backend(name, options)
+                if algo in backend.algorithms:
+                    usable.append(backend)
+            if not usable:
+                raise BackendUnavailableError(
+                    f"no backend of {names} can decompress {algo.value} here"
+                )
+            self._candidates[algo] = usable
+
+    @property
+    def primary(self):
+        """The backend that takes most work (its host buffers are used)."""
+        return self._candidates[Algo.SNAPPY][0]
+
+    def backend_for(self, job: Job):
+        for backend in self._candidates[job.algo]:
+            if backend.max_job_bytes is None or job.dst_size <= backend.max_job_bytes:
+                return backend
+        raise BackendUnavailableError(
+            f"no backend accepts a {job.algo.value} job of {job.dst_size} bytes", job.location
+        )
+
+    def run(self, jobs: Sequence[Job], src: memoryview, dst: memoryview, report: ReadReport) -> None:
+        """Decompress ``jobs``, one batched call per backend; fill ``report``.
+
+        Raises
+        ------
+        CorruptPageError
+            A page does not decompress to its declared size (or, for GPU
+            backends with ``cpu_retry``, not even on the CPU).
+        """
+        groups: dict[int, tuple] = {}
+        for job in jobs:
+            backend = self.backend_for(job)
+            groups.setdefault(id(backend), (backend, []))[1].append(job)
+        # GPU groups first, CPU last, so the GPU call is in flight while the
+        # CPU pool works only when they are one group each; simple sequence.
+        for backend, group in sorted(groups.values(), key=lambda g: g[0].name == "cpu"):
+            t0 = time.perf_counter()
+            try:
+                backend.decompress(group, src, dst)
+            except CorruptPageError as exc:
+                if backend.name == "cpu" or not self.options.cpu_retry:
+                    raise
+                report.retries.append(str(exc))
+                for job in group:  # the GPU batch is redone as a whole on the CPU
+                    decompress_one(job, src, dst)
+            elapsed = time.perf_counter() - t0
+            _account(report, backend.name, group, elapsed)
+        report.batches += 1
+
+
+def _account(report: ReadReport, backend: str, jobs: Sequence[Job], seconds: float) -> None:
+    per_codec: dict[str, list] = defaultdict(lambda: [set(), 0, 0, 0])
+    for job in jobs:
+        entry = per_codec[CODEC_NAMES.get(job.codec, str(job.codec))]
+        entry[0].add(job.location)
+        entry[1] += 1
+        entry[2] += job.src_size
+        entry[3] += job.dst_size
+    total = sum(j.dst_size for j in jobs) or 1
+    for codec, (pages, njobs, cbytes, ubytes) in per_codec.items():
+        report.add_jobs(backend, codec, len(pages), njobs, cbytes, ubytes, seconds * ubytes / total)

@@ -1,0 +1,99 @@
+"""The exceptions dask_hwdecomp raises.
+
+Every error is a :class:`HwdecompError`. Where the reader knows it, the
+message names the file, row group, column and page, and the offending value
+with its limit, so that a failed read in a cluster of hundreds of files says
+exactly where to look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "HwdecompError",
+    "CorruptMetadataError",
+    "CorruptPageError",
+    "ChecksumError",
+    "UnsupportedFeatureError",
+    "BackendUnavailableError",
+    "LimitExceededError",
+    "PageLocation",
+]
+
+
+@dataclass(frozen=True)
+class PageLocation:
+    """Where a page lives: file, row group, column path and page ordinal.
+
+    Any field may be ``None`` when the reader does not know it (yet).
+    """
+
+    file: str | None = None
+    row_group: int | None = None
+    column: str | None = None
+    page: int | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.file is not None:
+            parts.append(f"file {self.file!r}")
+        if self.row_group is not None:
+            parts.append(f"row group {self.row_group}")
+        if self.column is not None:
+            parts.append(f"column {self.column!r}")
+        if self.page is not None:
+            parts.append(f"page {self.page}")
+        return ", ".join(parts)
+
+    def with_(self, **changes) -> "PageLocation":
+        fields = dict(self.__dict__)
+        fields.update(changes)
+        return PageLocation(**fields)
+
+
+class HwdecompError(Exception):
+    """Base class of every exception raised by dask_hwdecomp.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong, with the offending value and its limit.
+    location : PageLocation, optional
+        Where it went wrong; rendered in front of the message.
+    """
+
+    def __init__(self, message: str, location: PageLocation | None = None):
+        self.reason = message
+        self.location = location
+        where = location.describe() if location is not None else ""
+        super().__init__(f"{where}: {message}" if where else message)
+
+    def __reduce__(self):
+        # Keep the structured fields across pickling (dask ships errors
+        # from workers to the client).
+        return (type(self), (self.reason, self.location))
+
+
+class CorruptMetadataError(HwdecompError):
+    """The footer or a page header cannot be decoded or is inconsistent."""
+
+
+class CorruptPageError(HwdecompError):
+    """A page body does not decompress to what its header declares."""
+
+
+class ChecksumError(CorruptPageError):
+    """A page's CRC-32 does not match its bytes (``verify_checksums=True``)."""
+
+
+class UnsupportedFeatureError(HwdecompError):
+    """The file uses a feature this reader does not serve (e.g. LZO)."""
+
+
+class BackendUnavailableError(HwdecompError):
+    """An explicitly requested decompression backend cannot run here."""
+
+
+class LimitExceededError(HwdecompError):
+    """A size exceeds a configured bound; the message names the option."""

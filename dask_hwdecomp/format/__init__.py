@@ -1,0 +1,1 @@
+"""The Parquet format layer: Thrift, footer, pages, codecs, layout. No GPU here."""

@@ -1,0 +1,205 @@
+"""From a compressed page body to the decompression jobs it needs.
+
+Parquet codecs are not all one bitstream each: a GZIP page holds one or more
+RFC 1952 members, an LZ4 page holds Hadoop-framed blocks (or, from some
+writers, one bare block). Here each page body becomes one or more jobs of a
+plain bitstream kind (:class:`Algo`) that a backend can run, and the checks
+that the host can make before anything is submitted (declared sizes, frame
+magic) are made, so that hostile bytes never reach a GPU decoder unchecked.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct as _struct
+from dataclasses import dataclass
+
+from ..errors import CorruptPageError, PageLocation, UnsupportedFeatureError
+from .structs import Codec
+
+__all__ = ["Algo", "Span", "plan_body", "CODEC_NAMES"]
+
+CODEC_NAMES = {c.value: c.name for c in Codec}
+
+
+class Algo(enum.Enum):
+    """A plain bitstream a backend decompresses."""
+
+    SNAPPY = "snappy"  # raw Snappy block
+    DEFLATE = "deflate"  # raw RFC 1951 stream (one gzip member's body)
+    GZIP = "gzip"  # one or more whole RFC 1952 members (CPU only)
+    LZ4 = "lz4"  # LZ4 block
+    ZSTD = "zstd"  # RFC 8878 frame(s)
+    BROTLI = "brotli"  # RFC 7932 stream
+
+
+@dataclass(frozen=True)
+class Span:
+    """One job, relative to the page body and to the page's output.
+
+    ``crc32``, when set, is the CRC-32 the output must have (gzip trailer).
+    """
+
+    algo: Algo
+    src_offset: int
+    src_size: int
+    dst_offset: int
+    dst_size: int
+    crc32: int | None = None
+
+
+def _snappy_length(body, where: PageLocation) -> int:
+    n = shift = 0
+    for i in range(min(5, len(body))):
+        b = body[i]
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n
+        shift += 7
+    raise CorruptPageError("snappy preamble is not a valid varint", where)
+
+
+def _gzip_header_len(body, where: PageLocation) -> int:
+    n = len(body)
+    if n < 18 or body[0] != 0x1F or body[1] != 0x8B:
+        raise CorruptPageError("gzip member does not start with the magic 1f 8b", where)
+    if body[2] != 8:
+        raise CorruptPageError(f"gzip compression method {body[2]} is not deflate (8)", where)
+    flags = body[3]
+    if flags & 0xE0:
+        raise CorruptPageError(f"gzip reserved flag bits set (flags {flags:#x})", where)
+    pos = 10
+    if flags & 0x04:  # FEXTRA
+        if pos + 2 > n:
+            raise CorruptPageError("gzip FEXTRA runs past the page", where)
+        (xlen,) = _struct.unpack_from("<H", body, pos)
+        pos += 2 + xlen
+    for flag in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
+        if flags & flag:
+            while pos < n and body[pos] != 0:
+                pos += 1
+            pos += 1
+    if flags & 0x02:  # FHCRC
+        pos += 2
+    if pos + 8 > n:
+        raise CorruptPageError("gzip header runs past the page", where)
+    return pos
+
+
+def _plan_gzip(body, expected: int, where: PageLocation) -> list[Span]:
+    header = _gzip_header_len(body, where)
+    crc, isize = _struct.unpack_from("<II", body, len(body) - 8)
+    if isize == expected & 0xFFFFFFFF:
+        # One member (a multi-member page whose last member holds all the
+        # bytes is caught by the size check after decompression).
+        return [Span(Algo.DEFLATE, header, len(body) - 8 - header, 0, expected, crc)]
+    # Several members: their boundaries are only known by inflating, which
+    # only the CPU pool does; the report counts these pages separately.
+    return [Span(Algo.GZIP, 0, len(body), 0, expected)]
+
+
+def _plan_lz4_hadoop(body, expected: int) -> list[Span] | None:
+    """Hadoop framing: [BE u32 raw size][BE u32 block size][block]..., or None."""
+    spans = []
+    pos = out = 0
+    n = len(body)
+    while n - pos >= 8:
+        raw, comp = _struct.unpack_from(">II", body, pos)
+        pos += 8
+        if comp > n - pos or out + raw > expected:
+            return None
+        spans.append(Span(Algo.LZ4, pos, comp, out, raw))
+        pos += comp
+        out += raw
+    if pos != n or out != expected or not spans:
+        return None
+    return spans
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+def _check_zstd(body, expected: int, where: PageLocation) -> None:
+    if len(body) < 5:
+        raise CorruptPageError(f"zstd frame of {len(body)} bytes is shorter than a header", where)
+    (magic,) = _struct.unpack_from("<I", body, 0)
+    if magic != _ZSTD_MAGIC:
+        raise CorruptPageError(f"zstd frame magic {magic:#010x} is not {_ZSTD_MAGIC:#010x}", where)
+    fhd = body[4]
+    if fhd & 0x08:
+        raise CorruptPageError("zstd frame header reserved bit set", where)
+    fcs_flag = fhd >> 6
+    single = (fhd >> 5) & 1
+    did_flag = fhd & 3
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[did_flag]
+    fcs_len = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if fcs_len == 0:
+        return
+    if pos + fcs_len > len(body):
+        raise CorruptPageError("zstd frame header runs past the page", where)
+    raw = int.from_bytes(bytes(body[pos : pos + fcs_len]), "little")
+    if fcs_len == 2:
+        raw += 256
+    # A page may hold several frames: the first frame can only be smaller.
+    if raw > expected:
+        raise CorruptPageError(
+            f"zstd frame declares {raw} bytes, more than the page's {expected}", where
+        )
+
+
+def plan_body(codec: int, body, expected: int, where: PageLocation) -> list[Span]:
+    """Split one compressed page body into decompression jobs.
+
+    Parameters
+    ----------
+    codec : int
+        The column chunk's Parquet ``CompressionCodec``.
+    body : memoryview
+        The compressed bytes (for v2 pages, after the levels).
+    expected : int
+        The uncompressed size the page header declares for ``body``.
+    where : PageLocation
+        Named in errors.
+
+    Returns
+    -------
+    list of Span
+        Empty when nothing is to be decompressed (``expected == 0``).
+
+    Raises
+    ------
+    CorruptPageError
+        The body cannot be what its header says.
+    UnsupportedFeatureError
+        A codec this reader does not decode (LZO).
+    """
+    if expected == 0:
+        # Arrow decodes such pages without touching the body (some writers
+        # put an empty compressed frame there); so do we.
+        return []
+    if len(body) == 0:
+        raise CorruptPageError(
+            f"compressed body is empty but the header declares {expected} bytes", where
+        )
+    if codec == Codec.SNAPPY:
+        declared = _snappy_length(body, where)
+        if declared != expected:
+            raise CorruptPageError(
+                f"snappy block declares {declared} bytes, the page header {expected}", where
+            )
+        return [Span(Algo.SNAPPY, 0, len(body), 0, expected)]
+    if codec == Codec.GZIP:
+        return _plan_gzip(body, expected, where)
+    if codec == Codec.LZ4:
+        spans = _plan_lz4_hadoop(body, expected)
+        # Arrow's fallback: some writers put a bare LZ4 block under this id.
+        return spans or [Span(Algo.LZ4, 0, len(body), 0, expected)]
+    if codec == Codec.LZ4_RAW:
+        return [Span(Algo.LZ4, 0, len(body), 0, expected)]
+    if codec == Codec.ZSTD:
+        _check_zstd(body, expected, where)
+        return [Span(Algo.ZSTD, 0, len(body), 0, expected)]
+    if codec == Codec.BROTLI:
+        return [Span(Algo.BROTLI, 0, len(body), 0, expected)]
+    name = CODEC_NAMES.get(codec, str(codec))
+    raise UnsupportedFeatureError(f"compression codec {name} is not supported", where)

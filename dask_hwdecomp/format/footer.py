@@ -1,0 +1,182 @@
+"""Reading a Parquet file's footer into a :class:`Footer`."""
+
+from __future__ import annotations
+
+import struct as _struct
+from dataclasses import dataclass
+
+from ..errors import CorruptMetadataError, PageLocation
+from .structs import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
+from .thrift import Struct, T, ThriftError, decode_struct
+
+__all__ = ["Footer", "parse_footer", "read_footer", "TAIL_GUESS"]
+
+TAIL_GUESS = 64 * 1024
+MAGIC = b"PAR1"
+ENCRYPTED_MAGIC = b"PARE"
+
+
+@dataclass
+class Footer:
+    """A decoded ``FileMetaData`` and where it sits in its file.
+
+    Attributes
+    ----------
+    meta : Struct
+        The raw ``FileMetaData`` (every field kept).
+    file_size : int
+        Size of the file in bytes.
+    footer_offset : int
+        Offset of the first byte of the encoded ``FileMetaData``.
+    path : str
+        The file, for error messages.
+    """
+
+    meta: Struct
+    file_size: int
+    footer_offset: int
+    path: str
+
+    @property
+    def row_groups(self) -> list[Struct]:
+        return self.meta.get_value(FileMetaData.row_groups, (T.STRUCT, []))[1]
+
+    @property
+    def num_row_groups(self) -> int:
+        return len(self.row_groups)
+
+    def column_chunks(self, rg: int) -> list[Struct]:
+        return self.row_groups[rg].get_value(RowGroup.columns, (T.STRUCT, []))[1]
+
+    def unsupported_reason(self) -> str | None:
+        """Why this path cannot serve the file, or None if it can."""
+        if self.meta.get(FileMetaData.encryption_algorithm) is not None:
+            return "the file is encrypted (plaintext footer, encrypted columns)"
+        for rg in range(self.num_row_groups):
+            for chunk in self.column_chunks(rg):
+                if chunk.get(ColumnChunk.crypto_metadata) is not None or chunk.get(
+                    ColumnChunk.encrypted_column_metadata
+                ) is not None:
+                    return "a column chunk is encrypted"
+                if chunk.get(ColumnChunk.file_path) is not None:
+                    return "a column chunk lives in another file (file_path is set)"
+                md = chunk.get_value(ColumnChunk.meta_data)
+                if md is None:
+                    return "a column chunk has no metadata"
+        return None
+
+
+def column_path(chunk: Struct) -> str:
+    """Dotted ``path_in_schema`` of a column chunk ('?' where unknown)."""
+    md = chunk.get_value(ColumnChunk.meta_data)
+    if md is None:
+        return "?"
+    parts = md.get_value(ColumnMetaData.path_in_schema, (T.BINARY, []))[1]
+    return ".".join(p.decode("utf-8", "replace") for p in parts)
+
+
+def parse_footer(tail: bytes, file_size: int, path: str) -> Footer | int:
+    """Decode the footer from the last ``len(tail)`` bytes of a file.
+
+    Returns
+    -------
+    Footer or int
+        The footer, or the number of tail bytes needed when ``tail`` is too
+        short to hold it.
+
+    Raises
+    ------
+    CorruptMetadataError
+        Bad magic, a length that does not fit the file, or a footer that
+        does not decode.
+    """
+    where = PageLocation(file=path)
+    if file_size < 12:
+        raise CorruptMetadataError(
+            f"file size {file_size} is smaller than the 12 bytes of an empty Parquet file", where
+        )
+    if len(tail) < 8:
+        return 8
+    magic = tail[-4:]
+    if magic == ENCRYPTED_MAGIC:
+        return Footer(Struct({FileMetaData.encryption_algorithm: (T.STRUCT, Struct())}), file_size, 0, path)
+    if magic != MAGIC:
+        raise CorruptMetadataError(f"file does not end in PAR1 (found {bytes(magic)!r})", where)
+    (length,) = _struct.unpack("<I", tail[-8:-4])
+    if length > file_size - 12:
+        raise CorruptMetadataError(
+            f"parquet metadata length {length} exceeds available file size {file_size - 12}", where
+        )
+    if length + 8 > len(tail):
+        return length + 8
+    start = len(tail) - 8 - length
+    try:
+        meta, end = decode_struct(tail, start, len(tail) - 8)
+    except ThriftError as exc:
+        raise CorruptMetadataError(f"footer does not decode ({exc.reason})", where) from None
+    _check_shape(meta, where)
+    return Footer(meta, file_size, file_size - 8 - length, path)
+
+
+def _want(s, fid: int, ttype: int, name: str, where: PageLocation, elem: int | None = None):
+    item = s.get(fid)
+    if item is None:
+        return None
+    if item[0] != ttype or (elem is not None and item[1][0] != elem and item[1][1]):
+        raise CorruptMetadataError(f"footer field {name} has thrift type {item[0]}, expected {ttype}", where)
+    return item[1]
+
+
+def _check_shape(meta: Struct, where: PageLocation) -> None:
+    """Check the types of every footer field this reader uses."""
+    groups = _want(meta, FileMetaData.row_groups, T.LIST, "row_groups", where, T.STRUCT)
+    _want(meta, FileMetaData.num_rows, T.I64, "num_rows", where)
+    for i, rg in enumerate(groups[1] if groups else []):
+        here = where.with_(row_group=i)
+        cols = _want(rg, RowGroup.columns, T.LIST, "columns", here, T.STRUCT)
+        _want(rg, RowGroup.num_rows, T.I64, "num_rows", here)
+        for chunk in cols[1] if cols else []:
+            md = _want(chunk, ColumnChunk.meta_data, T.STRUCT, "meta_data", here)
+            if md is None:
+                continue
+            _want(md, ColumnMetaData.path_in_schema, T.LIST, "path_in_schema", here, T.BINARY)
+            for fid, name, ttype in (
+                (ColumnMetaData.codec, "codec", T.I32),
+                (ColumnMetaData.num_values, "num_values", T.I64),
+                (ColumnMetaData.total_compressed_size, "total_compressed_size", T.I64),
+                (ColumnMetaData.data_page_offset, "data_page_offset", T.I64),
+                (ColumnMetaData.dictionary_page_offset, "dictionary_page_offset", T.I64),
+            ):
+                _want(md, fid, ttype, name, here)
+
+
+def read_footer(f, file_size: int, path: str) -> Footer:
+    """Read and decode the footer of an open, seekable file.
+
+    Parameters
+    ----------
+    f : file-like
+        Supports ``seek`` and ``read``.
+    file_size : int
+        The file's size.
+    path : str
+        Named in errors.
+
+    Raises
+    ------
+    CorruptMetadataError
+    """
+    want = min(file_size, TAIL_GUESS)
+    while True:
+        f.seek(file_size - want)
+        tail = f.read(want)
+        if len(tail) != want:
+            raise CorruptMetadataError(
+                f"short read of the footer: {len(tail)} of {want} bytes", PageLocation(file=path)
+            )
+        got = parse_footer(tail, file_size, path)
+        if isinstance(got, Footer):
+            return got
+        if got <= want:  # pragma: no cover - parse_footer asks only for more
+            raise CorruptMetadataError("footer length inconsistent", PageLocation(file=path))
+        want = min(file_size, got)

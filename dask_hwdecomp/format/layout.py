@@ -1,0 +1,244 @@
+"""Laying decompressed pages out as an uncompressed Parquet file in memory.
+
+pyarrow decodes; this module decides where every decompressed page lands so
+that the result is a valid uncompressed Parquet file: page headers are
+rewritten (sizes, no CRC, v2 ``is_compressed`` false), index pages dropped,
+and the footer is rewritten (codec UNCOMPRESSED, new offsets and sizes,
+only the requested row groups, no page-index or bloom-filter references).
+
+A :class:`FileLayout` is built before anything is decompressed, so that
+backends write their outputs straight to their final offsets. After the
+backends are done, :meth:`FileLayout.fill` writes the headers, the bytes
+stored uncompressed, and the footer around them.
+"""
+
+from __future__ import annotations
+
+import struct as _struct
+from dataclasses import dataclass, field
+
+from ..errors import PageLocation
+from .codecs import Algo, Span, plan_body
+from .footer import Footer
+from .pages import ChunkRange, Page
+from .structs import ColumnChunk, ColumnMetaData, DataPageHeaderV2, FileMetaData
+from .structs import PageHeader, PageType, RowGroup
+from .thrift import Struct, T, encode_struct
+
+__all__ = ["Job", "ChunkPages", "FileLayout", "build_layout"]
+
+
+@dataclass
+class Job:
+    """One decompression: ``src[src_offset:+src_size]`` to ``dst[dst_offset:+dst_size]``.
+
+    Offsets are into the batch's source and destination buffers.
+    ``codec`` is the Parquet codec it came from (for reports); ``crc32`` the
+    CRC the output must have, where the stream carries one (gzip).
+    """
+
+    algo: Algo
+    src_offset: int
+    src_size: int
+    dst_offset: int
+    dst_size: int
+    codec: int
+    location: PageLocation
+    crc32: int | None = None
+
+
+@dataclass
+class ChunkPages:
+    """A scanned column chunk and where its bytes sit in the batch source."""
+
+    column: int
+    rng: ChunkRange
+    pages: list[Page]
+    src_base: int
+    location: PageLocation
+
+
+@dataclass
+class FileLayout:
+    """The in-memory uncompressed copy of (part of) one Parquet file.
+
+    Attributes
+    ----------
+    base : int
+        Offset of the image in the batch destination buffer.
+    size : int
+        Size of the image in bytes.
+    jobs : list of Job
+        Decompressions that write into the image.
+    row_groups : list of int
+        The original row-group ids, in the order the image holds them.
+    """
+
+    base: int
+    size: int
+    jobs: list[Job] = field(default_factory=list)
+    row_groups: list[int] = field(default_factory=list)
+    _writes: list[tuple[int, bytes]] = field(default_factory=list)
+    _copies: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def fill(self, dst, src) -> None:
+        """Write headers, stored bytes and footer; call after the jobs ran.
+
+        Parameters
+        ----------
+        dst : writable memoryview
+            The batch destination buffer.
+        src : memoryview
+            The batch source buffer.
+        """
+        for off, data in self._writes:
+            dst[off : off + len(data)] = data
+        for s, d, n in self._copies:
+            dst[d : d + n] = src[s : s + n]
+
+
+def _page_header(page: Page) -> bytes:
+    h = page.header.copy()
+    h.pop(PageHeader.crc, None)
+    h[PageHeader.compressed_page_size] = (T.I32, page.uncompressed_size)
+    if page.page_type == PageType.DATA_PAGE_V2:
+        sub = h.get_value(PageHeader.data_page_header_v2).copy()
+        sub[DataPageHeaderV2.is_compressed] = (T.BOOL, False)
+        h[PageHeader.data_page_header_v2] = (T.STRUCT, sub)
+    return encode_struct(h)
+
+
+_DROP_CHUNK = (
+    ColumnChunk.offset_index_offset,
+    ColumnChunk.offset_index_length,
+    ColumnChunk.column_index_offset,
+    ColumnChunk.column_index_length,
+)
+_DROP_META = (
+    ColumnMetaData.index_page_offset,
+    ColumnMetaData.dictionary_page_offset,
+    ColumnMetaData.bloom_filter_offset,
+    ColumnMetaData.bloom_filter_length,
+)
+
+
+def _chunk_meta(chunk: Struct, start: int, size: int, data_off: int, dict_off) -> Struct:
+    c = chunk.copy()
+    for fid in _DROP_CHUNK:
+        c.pop(fid, None)
+    c[ColumnChunk.file_offset] = (T.I64, start)
+    md = c.get_value(ColumnChunk.meta_data).copy()
+    for fid in _DROP_META:
+        md.pop(fid, None)
+    md[ColumnMetaData.codec] = (T.I32, 0)
+    md[ColumnMetaData.total_compressed_size] = (T.I64, size)
+    md[ColumnMetaData.total_uncompressed_size] = (T.I64, size)
+    md[ColumnMetaData.data_page_offset] = (T.I64, data_off)
+    if dict_off is not None:
+        md[ColumnMetaData.dictionary_page_offset] = (T.I64, dict_off)
+    c[ColumnChunk.meta_data] = (T.STRUCT, md)
+    return c
+
+
+def build_layout(
+    footer: Footer,
+    chunks: list[tuple[int, list[ChunkPages]]],
+    src,
+    base: int,
+) -> FileLayout:
+    """Plan the uncompressed image of the row groups in ``chunks``.
+
+    Parameters
+    ----------
+    footer : Footer
+        The original file's footer.
+    chunks : list of (int, list of ChunkPages)
+        Row-group ids with their scanned column chunks (the columns to
+        read), in the order the image should hold them.
+    src : memoryview
+        The batch source buffer (page bodies are inspected, not copied).
+    base : int
+        Offset of the image in the batch destination buffer.
+
+    Returns
+    -------
+    FileLayout
+
+    Raises
+    ------
+    CorruptPageError, UnsupportedFeatureError
+        From :func:`~dask_hwdecomp.format.codecs.plan_body`.
+    """
+    layout = FileLayout(base=base, size=0)
+    pos = 4  # after b"PAR1"
+    layout._writes.append((base, b"PAR1"))
+    new_groups = []
+    num_rows = 0
+    for rg_id, scanned in chunks:
+        layout.row_groups.append(rg_id)
+        by_column = {c.column: c for c in scanned}
+        rg = footer.row_groups[rg_id]
+        new_columns = []
+        rg_start = pos
+        for col_id, chunk in enumerate(footer.column_chunks(rg_id)):
+            cp = by_column.get(col_id)
+            if cp is None:
+                # Not requested: left empty; pyarrow is never asked for it.
+                new_columns.append(_chunk_meta(chunk, 4, 0, 4, None))
+                continue
+            chunk_start = pos
+            data_off = dict_off = None
+            codec = cp.rng.codec
+            for page in cp.pages:
+                if page.page_type == PageType.INDEX_PAGE:
+                    continue
+                if page.page_type == PageType.DICTIONARY_PAGE:
+                    if dict_off is None:
+                        dict_off = pos
+                elif data_off is None:
+                    data_off = pos
+                header = _page_header(page)
+                layout._writes.append((base + pos, header))
+                pos += len(header)
+                body_src = cp.src_base + page.body_start
+                if page.levels_size:
+                    layout._copies.append((body_src, base + pos, page.levels_size))
+                value_src = body_src + page.levels_size
+                value_size = page.uncompressed_size - page.levels_size
+                value_dst = base + pos + page.levels_size
+                if not page.compressed:
+                    if value_size:
+                        layout._copies.append((value_src, value_dst, value_size))
+                else:
+                    where = cp.location.with_(page=page.ordinal)
+                    body = src[value_src : body_src + page.body_size]
+                    for span in plan_body(codec, body, value_size, where):
+                        layout.jobs.append(
+                            Job(
+                                span.algo,
+                                value_src + span.src_offset,
+                                span.src_size,
+                                value_dst + span.dst_offset,
+                                span.dst_size,
+                                codec,
+                                where,
+                                span.crc32,
+                            )
+                        )
+                pos += page.uncompressed_size
+            if data_off is None:
+                data_off = pos
+            new_columns.append(_chunk_meta(chunk, chunk_start, pos - chunk_start, data_off, dict_off))
+        new_rg = rg.copy()
+        new_rg[RowGroup.columns] = (T.LIST, (T.STRUCT, new_columns))
+        new_rg[RowGroup.file_offset] = (T.I64, rg_start)
+        new_rg[RowGroup.total_compressed_size] = (T.I64, pos - rg_start)
+        new_groups.append(new_rg)
+        num_rows += rg.get_value(RowGroup.num_rows, 0)
+    meta = footer.meta.copy()
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, new_groups))
+    meta[FileMetaData.num_rows] = (T.I64, num_rows)
+    encoded = encode_struct(meta)
+    layout._writes.append((base + pos, encoded + _struct.pack("<I", len(encoded)) + b"PAR1"))
+    layout.size = pos + len(encoded) + 8
+    return layout

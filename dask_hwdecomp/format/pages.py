@@ -1,0 +1,216 @@
+"""Walking the pages of a column chunk.
+
+:func:`chunk_range` says which bytes of the file hold a column chunk;
+:func:`scan_chunk` decodes its page headers, checks every size against the
+chunk and the limits, and returns one :class:`Page` per page.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from ..errors import ChecksumError, CorruptMetadataError, LimitExceededError, PageLocation
+from .structs import ColumnChunk, ColumnMetaData, DataPageHeader, DataPageHeaderV2
+from .structs import DictionaryPageHeader, PageHeader, PageType
+from .thrift import Struct, ThriftError, decode_struct
+
+__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk"]
+
+# Old parquet-mr writers understated total_compressed_size (PARQUET-816);
+# Arrow reads this much past the declared end, bounded by the footer.
+_PADDING = 100
+
+
+@dataclass(frozen=True)
+class ChunkRange:
+    """The file bytes ``[start, start + length)`` of one column chunk."""
+
+    start: int
+    length: int
+    declared: int
+    codec: int
+    num_values: int
+    meta: Struct
+
+
+@dataclass
+class Page:
+    """One page of a column chunk, offsets relative to the chunk start.
+
+    ``levels_size`` is the v2 repetition and definition level bytes, stored
+    uncompressed ahead of the body; ``compressed`` is False where the bytes
+    are stored as they are (UNCOMPRESSED codec, or v2 ``is_compressed``
+    false).
+    """
+
+    ordinal: int
+    header: Struct
+    page_type: int
+    header_start: int
+    body_start: int
+    body_size: int
+    uncompressed_size: int
+    levels_size: int
+    compressed: bool
+
+
+def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation) -> ChunkRange:
+    """Compute and check the byte range of a column chunk.
+
+    Raises
+    ------
+    CorruptMetadataError
+        Offsets or sizes that are negative or outside the data area.
+    """
+    md = chunk.get_value(ColumnChunk.meta_data)
+    if md is None:
+        raise CorruptMetadataError("column chunk has no metadata", where)
+    data_off = md.get_value(ColumnMetaData.data_page_offset)
+    dict_off = md.get_value(ColumnMetaData.dictionary_page_offset)
+    length = md.get_value(ColumnMetaData.total_compressed_size)
+    num_values = md.get_value(ColumnMetaData.num_values)
+    codec = md.get_value(ColumnMetaData.codec)
+    for name, value in (
+        ("data_page_offset", data_off),
+        ("total_compressed_size", length),
+        ("num_values", num_values),
+        ("codec", codec),
+    ):
+        if value is None:
+            raise CorruptMetadataError(f"column metadata lacks {name}", where)
+    if num_values == 0 and isinstance(length, int) and length >= 0:
+        # No values: nothing to decode, and writers put odd offsets here
+        # (e.g. data_page_offset 0 in column_chunk_key_value_metadata).
+        return ChunkRange(4, 0, 0, codec, 0, md)
+    start = data_off
+    if dict_off is not None and 0 < dict_off < start:
+        start = dict_off
+    if start < 4 or start >= footer_offset:
+        raise CorruptMetadataError(
+            f"column chunk offset {start} outside the data area 4..{footer_offset}", where
+        )
+    if length < 0 or num_values < 0:
+        raise CorruptMetadataError(
+            f"negative size: total_compressed_size {length}, num_values {num_values}", where
+        )
+    if start + length > footer_offset:
+        raise CorruptMetadataError(
+            f"column chunk {start}+{length} runs past the footer at {footer_offset}", where
+        )
+    # Read a little past the declared end, as Arrow does, for old writers.
+    padded = min(length + _PADDING, footer_offset - start)
+    return ChunkRange(start, padded, length, codec, num_values, md)
+
+
+def _int_field(s: Struct | None, fid: int, name: str, where: PageLocation, lo: int = 0) -> int:
+    if not isinstance(s, Struct):
+        raise CorruptMetadataError(f"page header lacks the struct holding {name}", where)
+    value = s.get_value(fid)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise CorruptMetadataError(f"page header lacks {name}", where)
+    if value < lo:
+        raise CorruptMetadataError(f"page header {name} {value} is negative", where)
+    return value
+
+
+def scan_chunk(
+    data,
+    rng: ChunkRange,
+    where: PageLocation,
+    *,
+    max_page_bytes: int,
+    verify_checksums: bool = False,
+) -> list[Page]:
+    """Decode the page headers of one column chunk.
+
+    Parameters
+    ----------
+    data : memoryview
+        The chunk's bytes, ``rng.length`` of them.
+    rng : ChunkRange
+    where : PageLocation
+        File, row group and column; the page is filled in.
+    max_page_bytes : int
+        Largest accepted ``uncompressed_page_size`` (option ``max_page_bytes``).
+    verify_checksums : bool
+        Check each page's CRC-32 where present.
+
+    Returns
+    -------
+    list of Page
+
+    Raises
+    ------
+    CorruptMetadataError, LimitExceededError, ChecksumError
+    """
+    pages: list[Page] = []
+    pos = 0
+    end = len(data)
+    seen = 0
+    compressed_codec = rng.codec != 0
+    while pos < end and seen < rng.num_values:
+        here = where.with_(page=len(pages))
+        try:
+            header, body_start = decode_struct(data, pos, end)
+        except ThriftError as exc:
+            raise CorruptMetadataError(f"page header does not decode ({exc.reason})", here) from None
+        ptype = _int_field(header, PageHeader.type, "type", here)
+        usize = _int_field(header, PageHeader.uncompressed_page_size, "uncompressed_page_size", here)
+        csize = _int_field(header, PageHeader.compressed_page_size, "compressed_page_size", here)
+        if csize > end - body_start:
+            raise CorruptMetadataError(
+                f"compressed_page_size {csize} runs past the column chunk "
+                f"({end - body_start} bytes remain)",
+                here,
+            )
+        if usize > max_page_bytes:
+            raise LimitExceededError(
+                f"uncompressed_page_size {usize} exceeds max_page_bytes {max_page_bytes} "
+                "(raise the option max_page_bytes to read it)",
+                here,
+            )
+        if verify_checksums and PageHeader.crc in header:
+            stored = header.get_value(PageHeader.crc) & 0xFFFFFFFF
+            actual = zlib.crc32(data[body_start : body_start + csize])
+            if stored != actual:
+                raise ChecksumError(
+                    f"page CRC-32 {stored:#010x} does not match its bytes ({actual:#010x})", here
+                )
+        levels = 0
+        compressed = compressed_codec
+        if ptype == PageType.DATA_PAGE:
+            sub = header.get_value(PageHeader.data_page_header)
+            seen += _int_field(sub, DataPageHeader.num_values, "data_page_header.num_values", here)
+        elif ptype == PageType.DATA_PAGE_V2:
+            sub = header.get_value(PageHeader.data_page_header_v2)
+            seen += _int_field(sub, DataPageHeaderV2.num_values, "data_page_header_v2.num_values", here)
+            dl = _int_field(sub, DataPageHeaderV2.definition_levels_byte_length, "definition_levels_byte_length", here)
+            rl = _int_field(sub, DataPageHeaderV2.repetition_levels_byte_length, "repetition_levels_byte_length", here)
+            levels = dl + rl
+            if levels > csize or levels > usize:
+                raise CorruptMetadataError(
+                    f"v2 level bytes {levels} exceed the page sizes "
+                    f"(compressed {csize}, uncompressed {usize})",
+                    here,
+                )
+            if sub.get_value(DataPageHeaderV2.is_compressed, True) is False:
+                compressed = False
+        elif ptype == PageType.DICTIONARY_PAGE:
+            sub = header.get_value(PageHeader.dictionary_page_header)
+            _int_field(sub, DictionaryPageHeader.num_values, "dictionary_page_header.num_values", here)
+        elif ptype != PageType.INDEX_PAGE:
+            raise CorruptMetadataError(f"unknown page type {ptype}", here)
+        if not compressed and usize != csize:
+            raise CorruptMetadataError(
+                f"uncompressed page declares {usize} bytes but stores {csize}", here
+            )
+        pages.append(
+            Page(len(pages), header, ptype, pos, body_start, csize, usize, levels, compressed)
+        )
+        pos = body_start + csize
+    if seen < rng.num_values:
+        raise CorruptMetadataError(
+            f"column chunk ends after {seen} of its {rng.num_values} values", where
+        )
+    return pages

@@ -1,0 +1,1 @@
+"""Fetching, planning and batching reads; ``read_table``."""

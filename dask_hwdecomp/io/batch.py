@@ -1,0 +1,165 @@
+"""Decompressing the pages of many pieces as one batch.
+
+:func:`decompress_pieces` fetches the chunks of a group of planned pieces
+into one host buffer, walks their pages, lays out the uncompressed image of
+every piece in one destination buffer, hands all jobs to the router in one
+call, and yields a :class:`DecompressedBatch` whose images pyarrow decodes.
+The batch owns its host buffers and frees them on ``close``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+
+from ..decompress.routing import Router
+from ..format.layout import ChunkPages, FileLayout, build_layout
+from ..format.pages import scan_chunk
+from ..options import Options
+from ..report import ReadReport
+from .fetch import Range, coalesce, fetch_into
+from .plan import PiecePlan
+
+__all__ = ["Image", "DecompressedBatch", "decompress_pieces", "group_by_budget"]
+
+_ALIGN = 64
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+@dataclass
+class Image:
+    """The uncompressed in-memory copy of one piece.
+
+    ``buffer`` holds an uncompressed Parquet file with the piece's row
+    groups in order: row group ``i`` of the image is ``row_groups[i]`` of
+    the original file.
+    """
+
+    plan: PiecePlan
+    buffer: pa.Buffer
+    row_groups: list[int]
+
+
+class DecompressedBatch:
+    """Images of one batch; valid until :meth:`close`."""
+
+    def __init__(self, images: list[Image], buffers: list):
+        self.images = images
+        self._buffers = buffers
+
+    def close(self) -> None:
+        self.images = []
+        buffers, self._buffers = self._buffers, []
+        for b in buffers:
+            b.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def group_by_budget(plans: list[PiecePlan], budget: int) -> list[list[PiecePlan]]:
+    """Split plans into groups whose estimated output fits ``budget`` bytes."""
+    groups: list[list[PiecePlan]] = [[]]
+    size = 0
+    for plan in plans:
+        est = plan.estimated_bytes
+        if groups[-1] and size + est > budget:
+            groups.append([])
+            size = 0
+        groups[-1].append(plan)
+        size += est
+    return [g for g in groups if g]
+
+
+def decompress_pieces(
+    fs, plans: list[PiecePlan], router: Router, options: Options, report: ReadReport
+) -> DecompressedBatch:
+    """Fetch, scan, lay out and decompress ``plans`` as one batch.
+
+    Raises
+    ------
+    HwdecompError
+        Any corrupt metadata or page, naming where.
+    """
+    backend = router.primary
+    # 1. fetch every chunk, coalesced per file, into one host buffer
+    with report.stage("io"):
+        ranges: list[Range] = []
+        chunk_src: dict[tuple[int, int], int] = {}
+        pos = 0
+        for i, plan in enumerate(plans):
+            spans = coalesce([(r.start, r.length) for _, _, r, _ in plan.chunks if r.length])
+            mine = [Range(plan.piece.path, start, length) for start, length in spans]
+            for r in mine:
+                r.dst = pos
+                pos += r.length
+            ranges.extend(mine)
+            for j, (_, _, rng, _) in enumerate(plan.chunks):
+                chunk_src[(i, j)] = 0  # empty chunks read nothing
+                for r in mine:
+                    if rng.length and r.start <= rng.start < r.start + r.length:
+                        chunk_src[(i, j)] = r.dst + (rng.start - r.start)
+                        break
+        src_buf = backend.host_buffer(max(pos, 1))
+        buffers = [src_buf]
+        try:
+            fetch_into(fs, ranges, src_buf.view)
+        except BaseException:
+            src_buf.close()
+            raise
+    try:
+        src = src_buf.view
+        # 2. walk pages, lay out every image
+        with report.stage("scan"):
+            layouts: list[FileLayout] = []
+            base = 0
+            for i, plan in enumerate(plans):
+                scanned: dict[int, list[ChunkPages]] = {}
+                for j, (rg, col, rng, where) in enumerate(plan.chunks):
+                    s = chunk_src[(i, j)]
+                    pages = scan_chunk(
+                        src[s : s + rng.length],
+                        rng,
+                        where,
+                        max_page_bytes=options.max_page_bytes,
+                        verify_checksums=options.verify_checksums,
+                    )
+                    scanned.setdefault(rg, []).append(ChunkPages(col, rng, pages, s, where))
+                order = [(rg, scanned.get(rg, [])) for rg in plan.row_groups]
+                layout = build_layout(plan.footer, order, src, base)
+                layouts.append(layout)
+                base = _align(base + layout.size)
+            jobs = [job for layout in layouts for job in layout.jobs]
+        # 3. one batched call per backend
+        dst_buf = backend.host_buffer(max(base, 1))
+        buffers.append(dst_buf)
+        dst = dst_buf.view
+        with report.stage("decompress"):
+            router.run(jobs, src, dst, report)
+        with report.stage("scan"):
+            for layout in layouts:
+                layout.fill(dst, src)
+        images = [
+            Image(plan, pa.py_buffer(dst[l.base : l.base + l.size]), l.row_groups)
+            for plan, l in zip(plans, layouts)
+        ]
+        report.files += len(plans)
+        return DecompressedBatch(images, buffers)
+    except BaseException:
+        for b in buffers:
+            b.close()
+        raise
+
+
+def iter_batches(fs, plans, router, options, report) -> Iterator[DecompressedBatch]:
+    """Decompress ``plans`` in groups within ``options.batch_bytes``."""
+    for group in group_by_budget(plans, options.batch_bytes):
+        yield decompress_pieces(fs, group, router, options, report)

@@ -1,0 +1,180 @@
+"""Reader options: one dataclass, environment variables, a context manager.
+
+Precedence, strongest first: keywords given to a read
+(``hwdecomp_options={...}`` or ``read_table(**options)``), the innermost
+:func:`options` context of the thread doing the read, ``HWDECOMP_*``
+environment variables, then the defaults below.
+
+Under ``distributed`` the read runs in the workers: a context manager entered
+on the client does not reach them. Pass ``hwdecomp_options=`` to
+``dd.read_parquet`` or set the environment variables on the workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+__all__ = ["Options", "options", "current_options", "BACKENDS"]
+
+BACKENDS = ("auto", "hardware", "nvcomp", "cpu")
+_GiB = 1 << 30
+_MiB = 1 << 20
+
+
+def _default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Options:
+    """How dask_hwdecomp reads.
+
+    Parameters
+    ----------
+    backend : {"auto", "hardware", "nvcomp", "cpu"}
+        Where pages are decompressed. ``"auto"`` takes, per codec, the
+        hardware engine where the GPU has one, else nvCOMP where a GPU and
+        nvCOMP are present, else the CPU pool; it never fails for lack of a
+        GPU. Naming a backend that cannot run here raises
+        :class:`~dask_hwdecomp.errors.BackendUnavailableError`. Codecs no GPU
+        decodes (BROTLI, multi-member GZIP pages) always run on the CPU pool,
+        and the read's report says so.
+    cpu_threads : int
+        Threads of the CPU decompression pool.
+    batch_bytes : int
+        Byte budget of one batched decompression call (uncompressed bytes).
+        A partition whose pages exceed it is decompressed in several calls.
+    verify_checksums : bool
+        Check each page's CRC-32 where the writer stored one; a mismatch
+        raises :class:`~dask_hwdecomp.errors.ChecksumError`.
+    max_page_bytes : int
+        Largest uncompressed page accepted; a bigger declared size raises
+        :class:`~dask_hwdecomp.errors.LimitExceededError` before anything is
+        allocated.
+    streams : int
+        CUDA streams per worker for the GPU backends.
+    cpu_retry : bool
+        Retry a page that a GPU backend could not decompress on the CPU pool
+        (reported) instead of raising.
+    on_unsupported : {"warn", "raise"}
+        What to do with a file this path cannot serve (encrypted, unknown
+        codec): read it through pyarrow's own reader with a warning, or
+        raise :class:`~dask_hwdecomp.errors.UnsupportedFeatureError`.
+    batch_latency_ms : float
+        How long a worker's batcher waits for pages of concurrent tasks to
+        join a GPU call.
+    """
+
+    backend: str = "auto"
+    cpu_threads: int = dataclasses.field(default_factory=_default_threads)
+    batch_bytes: int = 1 * _GiB
+    verify_checksums: bool = False
+    max_page_bytes: int = 1 * _GiB
+    streams: int = 2
+    cpu_retry: bool = False
+    on_unsupported: str = "warn"
+    batch_latency_ms: float = 2.0
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ValueError(
+                f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}"
+            )
+        if self.on_unsupported not in ("warn", "raise"):
+            raise ValueError(
+                f"on_unsupported {self.on_unsupported!r} is not 'warn' or 'raise'"
+            )
+        for name in ("cpu_threads", "batch_bytes", "max_page_bytes", "streams"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.batch_latency_ms < 0:
+            raise ValueError("batch_latency_ms must be >= 0")
+
+    def replace(self, **changes: Any) -> "Options":
+        """Return a copy with ``changes`` applied (unknown names raise)."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise TypeError(f"unknown hwdecomp option(s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _parse_env(environ: Mapping[str, str]) -> dict:
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(Options):
+        key = "HWDECOMP_" + field.name.upper()
+        if key not in environ:
+            continue
+        raw = environ[key].strip()
+        kind = field.type
+        try:
+            if kind == "bool":
+                if raw.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(raw)
+                out[field.name] = raw.lower() in ("1", "true", "yes", "on")
+            elif kind == "int":
+                out[field.name] = int(raw)
+            elif kind == "float":
+                out[field.name] = float(raw)
+            else:
+                out[field.name] = raw
+        except ValueError:
+            raise ValueError(f"environment variable {key}={raw!r} is not a valid {kind}") from None
+    return out
+
+
+_context: contextvars.ContextVar[dict] = contextvars.ContextVar("hwdecomp_options", default={})
+
+
+def current_options(**overrides: Any) -> Options:
+    """Resolve the options in force here, with ``overrides`` on top.
+
+    Parameters
+    ----------
+    **overrides
+        Option values that win over context, environment and defaults.
+
+    Returns
+    -------
+    Options
+
+    Raises
+    ------
+    TypeError
+        An unknown option name.
+    ValueError
+        An invalid value, or an invalid ``HWDECOMP_*`` variable.
+    """
+    merged = _parse_env(os.environ)
+    merged.update(_context.get())
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    return Options().replace(**merged)
+
+
+@contextlib.contextmanager
+def options(**changes: Any) -> Iterator[Options]:
+    """Set options for reads made in this thread inside the ``with`` block.
+
+    Examples
+    --------
+    >>> import dask_hwdecomp
+    >>> with dask_hwdecomp.options(backend="cpu"):  # doctest: +SKIP
+    ...     table = dask_hwdecomp.read_table("data.parquet")
+    """
+    resolved = current_options(**changes)  # validate now, not at read time
+    token = _context.set({**_context.get(), **changes})
+    try:
+        yield resolved
+    finally:
+        _context.reset(token)

@@ -1,0 +1,159 @@
+"""What a read did: backends per codec, pages, bytes, time per stage.
+
+Every read fills a :class:`ReadReport`. Reports reach the user three ways:
+``read_table(..., report=r)`` accumulates into ``r``; :func:`collect_reports`
+gathers every report made in this process while it is open (also under the
+threaded scheduler); under ``distributed`` each figure is also handed to
+``distributed.metrics.context_meter`` so it shows in the dashboard's fine
+performance metrics (see :mod:`dask_hwdecomp.engine.metrics`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterator
+
+__all__ = ["ReadReport", "CodecStats", "collect_reports", "STAGES"]
+
+STAGES = ("io", "scan", "decompress", "decode")
+
+
+@dataclass
+class CodecStats:
+    """Totals for one (backend, codec) pair."""
+
+    pages: int = 0
+    jobs: int = 0
+    compressed_bytes: int = 0
+    uncompressed_bytes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class ReadReport:
+    """Counters of one or many reads; ``+=`` merges two reports.
+
+    Attributes
+    ----------
+    files : int
+        Files read.
+    by_backend : dict
+        ``{(backend, codec): CodecStats}``; codec is the Parquet codec name.
+    stages : dict
+        Seconds per stage: ``io`` (fetching bytes), ``scan`` (footer and page
+        headers, layout), ``decompress``, ``decode`` (pyarrow).
+    fallbacks : list of (str, str)
+        Files read through pyarrow's own reader, with the reason.
+    retries : list of str
+        Pages a GPU backend failed on that were redone on the CPU
+        (``cpu_retry=True``), with the error.
+    batches : int
+        Batched decompression calls made.
+    """
+
+    files: int = 0
+    by_backend: dict = field(default_factory=lambda: defaultdict(CodecStats))
+    stages: dict = field(default_factory=lambda: {s: 0.0 for s in STAGES})
+    fallbacks: list = field(default_factory=list)
+    retries: list = field(default_factory=list)
+    batches: int = 0
+
+    def add_jobs(self, backend: str, codec: str, pages: int, jobs: int, cbytes: int, ubytes: int, seconds: float) -> None:
+        s = self.by_backend[(backend, codec)]
+        s.pages += pages
+        s.jobs += jobs
+        s.compressed_bytes += cbytes
+        s.uncompressed_bytes += ubytes
+        s.seconds += seconds
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a block of work into ``stages[name]``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[name] += time.perf_counter() - t0
+
+    def __iadd__(self, other: "ReadReport") -> "ReadReport":
+        self.files += other.files
+        for key, s in other.by_backend.items():
+            self.add_jobs(*key, s.pages, s.jobs, s.compressed_bytes, s.uncompressed_bytes, s.seconds)
+        for k, v in other.stages.items():
+            self.stages[k] = self.stages.get(k, 0.0) + v
+        self.fallbacks.extend(other.fallbacks)
+        self.retries.extend(other.retries)
+        self.batches += other.batches
+        return self
+
+    @property
+    def backends(self) -> dict:
+        """``{codec: sorted list of backends that decompressed it}``."""
+        out: dict = defaultdict(set)
+        for (backend, codec) in self.by_backend:
+            out[codec].add(backend)
+        return {k: sorted(v) for k, v in out.items()}
+
+    def to_dict(self) -> dict:
+        """A JSON-ready summary."""
+        return {
+            "files": self.files,
+            "batches": self.batches,
+            "stages_s": dict(self.stages),
+            "by_backend": [
+                {"backend": b, "codec": c, **s.__dict__} for (b, c), s in sorted(self.by_backend.items())
+            ],
+            "fallbacks": [list(f) for f in self.fallbacks],
+            "retries": list(self.retries),
+        }
+
+    def summary(self) -> str:
+        """Human-readable lines: one per (backend, codec), then stages."""
+        lines = []
+        for (b, c), s in sorted(self.by_backend.items()):
+            lines.append(
+                f"{c:>12} on {b:<8} {s.pages:>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
+                f"{s.uncompressed_bytes / 1e6:>10.1f} MB"
+            )
+        lines.append("stages: " + ", ".join(f"{k} {v:.3f}s" for k, v in self.stages.items()))
+        for path, why in self.fallbacks:
+            lines.append(f"read by pyarrow (fallback): {path}: {why}")
+        for why in self.retries:
+            lines.append(f"retried on cpu: {why}")
+        return "\n".join(lines)
+
+
+_lock = threading.Lock()
+_collectors: list[ReadReport] = []
+
+
+@contextlib.contextmanager
+def collect_reports() -> Iterator[ReadReport]:
+    """Gather every read made in this process inside the block.
+
+    Examples
+    --------
+    >>> with collect_reports() as report:  # doctest: +SKIP
+    ...     df = dd.read_parquet(path, engine=hwdecomp).compute(scheduler="threads")
+    >>> report.backends  # doctest: +SKIP
+    {'SNAPPY': ['cpu']}
+    """
+    report = ReadReport()
+    with _lock:
+        _collectors.append(report)
+    try:
+        yield report
+    finally:
+        with _lock:
+            _collectors.remove(report)
+
+
+def publish(report: ReadReport) -> None:
+    """Hand a finished read's report to every open collector."""
+    with _lock:
+        for c in _collectors:
+            c += report
