@@ -1,0 +1,1 @@
+"""The ``hwdecomp`` command line."""
