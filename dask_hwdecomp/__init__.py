@@ -8,6 +8,7 @@
 from .errors import (
     BackendUnavailableError,
     ChecksumError,
+    CorruptDataError,
     CorruptMetadataError,
     CorruptPageError,
     HwdecompError,
@@ -43,6 +44,7 @@ __all__ = [
     "HwdecompError",
     "CorruptMetadataError",
     "CorruptPageError",
+    "CorruptDataError",
     "ChecksumError",
     "UnsupportedFeatureError",
     "BackendUnavailableError",

@@ -14,6 +14,7 @@ __all__ = [
     "HwdecompError",
     "CorruptMetadataError",
     "CorruptPageError",
+    "CorruptDataError",
     "ChecksumError",
     "UnsupportedFeatureError",
     "BackendUnavailableError",
@@ -81,6 +82,19 @@ class CorruptMetadataError(HwdecompError):
 
 class CorruptPageError(HwdecompError):
     """A page body does not decompress to what its header declares."""
+
+
+class CorruptDataError(HwdecompError):
+    """Pages decompressed fine but pyarrow cannot decode what they hold."""
+
+
+class CorruptDataError(HwdecompError):
+    """pyarrow could not decode the decompressed pages (levels, values, schema).
+
+    Page decompression succeeded and every size matched its header, but the
+    bytes inside are not valid Parquet data. pyarrow's own exception is
+    chained as ``__cause__``.
+    """
 
 
 class ChecksumError(CorruptPageError):

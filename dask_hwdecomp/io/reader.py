@@ -15,6 +15,7 @@ from ..errors import UnsupportedFeatureError
 from ..options import Options, current_options
 from ..report import ReadReport, publish
 from .batch import iter_batches
+from .decode import decode_errors
 from .plan import Piece, PiecePlan, plan_piece
 
 __all__ = ["read_table", "HwdecompFallbackWarning", "resolve_fs", "fallback"]
@@ -98,6 +99,8 @@ def read_table(
     ------
     CorruptMetadataError, CorruptPageError, ChecksumError, LimitExceededError
         Broken input, naming file, row group, column and page.
+    CorruptDataError
+        pyarrow refused the decompressed data (its error is chained).
     BackendUnavailableError
         The requested backend cannot run here.
     UnsupportedFeatureError
@@ -121,7 +124,7 @@ def read_table(
         assert len(batches) == 1
         with batches[0] as batch:
             image = batch.images[0]
-            with local.stage("decode"):
+            with local.stage("decode"), decode_errors(path, image.row_groups):
                 reader = pa.BufferReader(image.buffer)
                 if row_groups is not None:
                     return pq.ParquetFile(reader).read_row_groups(
