@@ -79,6 +79,10 @@ class Router:
                 )
             self._candidates[algo] = usable
 
+    def describe(self) -> dict:
+        """``{bitstream: [backend names in order]}`` as routed here."""
+        return {algo.value: [b.name for b in backends] for algo, backends in self._candidates.items()}
+
     @property
     def primary(self):
         """The backend that takes most work (its host buffers are used)."""

@@ -1,0 +1,1 @@
+"""The Dask integration: the Parquet engine, the worker plugin, metrics."""

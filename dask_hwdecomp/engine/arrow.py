@@ -1,0 +1,199 @@
+"""``HwdecompEngine``: dask's pyarrow Parquet engine with batched decompression.
+
+It overrides three methods of
+:class:`dask.dataframe.io.parquet.arrow.ArrowDatasetEngine`:
+
+- :meth:`multi_support` is True, so dask hands all pieces of an output
+  partition to one :meth:`read_partition` call;
+- :meth:`read_partition` decompresses every page of those pieces in one
+  batch (:mod:`dask_hwdecomp.engine.prepare`), then lets the parent build
+  the pandas partition exactly as it would;
+- :meth:`_read_table` reads a piece from its uncompressed in-memory image
+  through the same pyarrow calls the parent makes on the file, so columns,
+  filters, index, categories, partitions and dtype backends behave as with
+  ``engine="pyarrow"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pa_ds
+import pyarrow.parquet as pq
+from dask.dataframe.io.parquet.arrow import (
+    ArrowDatasetEngine,
+    _filters_to_expression,
+    _need_filtering,
+    _process_kwargs,
+    _wrapped_fs,
+)
+
+from ..io.decode import decode_errors
+from ..options import current_options
+from ..report import ReadReport, publish
+from . import metrics
+from .prepare import current_images, needed_columns, piece_key, prepared_images
+
+__all__ = ["HwdecompEngine"]
+
+
+class HwdecompEngine(ArrowDatasetEngine):
+    """Pass as ``dd.read_parquet(path, engine=HwdecompEngine)``.
+
+    Options go in ``hwdecomp_options={...}`` (see
+    :class:`dask_hwdecomp.options.Options`); every other argument is
+    ``dd.read_parquet``'s. ``filesystem="arrow"`` is not supported (dask
+    refuses it with custom engines); fsspec filesystems are.
+    """
+
+    @classmethod
+    def multi_support(cls):
+        return True
+
+    @classmethod
+    def read_partition(
+        cls,
+        fs,
+        pieces,
+        columns,
+        index,
+        dtype_backend=None,
+        categories=(),
+        partitions=(),
+        filters=None,
+        schema=None,
+        **kwargs,
+    ):
+        """Read one output partition; see ``ArrowDatasetEngine.read_partition``.
+
+        Raises
+        ------
+        HwdecompError
+            Broken input, naming file, row group, column and page.
+        BackendUnavailableError
+            The requested backend cannot run here.
+        """
+        hw = dict(kwargs.pop("hwdecomp_options", None) or {})
+        options = current_options(**hw)
+        report = ReadReport()
+        plist = pieces if isinstance(pieces, list) else [pieces]
+        cols = None if columns is None else list(columns)
+        if cols is not None and not isinstance(partitions, (list, tuple)) and partitions:
+            cols = cols + list(partitions.partition_names)
+        wanted = needed_columns(cols, index, filters, schema)
+        try:
+            with prepared_images(fs, plist, wanted, options, report):
+                token = _report.set(report)
+                try:
+                    return super().read_partition(
+                        fs,
+                        pieces,
+                        columns,
+                        index,
+                        dtype_backend=dtype_backend,
+                        categories=categories,
+                        partitions=partitions,
+                        filters=filters,
+                        schema=schema,
+                        **kwargs,
+                    )
+                finally:
+                    _report.reset(token)
+        finally:
+            publish(report)
+            metrics.digest(report)
+
+    @classmethod
+    def _read_table(
+        cls,
+        path_or_frag,
+        fs,
+        row_groups,
+        columns,
+        schema,
+        filters,
+        partitions,
+        partition_keys,
+        **kwargs,
+    ):
+        images = current_images()
+        image = None
+        if images is not None and isinstance(path_or_frag, str):
+            image = images.get(piece_key(path_or_frag, row_groups))
+        if image is None:
+            # Not prepared here (a fallback file, or a call from outside
+            # read_partition): pyarrow reads it, as the parent does.
+            return super()._read_table(
+                path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
+            )
+        report = _report.get()
+        with report.stage("decode"), decode_errors(image.plan.piece.path):
+            return cls._read_image(
+                image, path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
+            )
+
+    @classmethod
+    def _read_image(
+        cls, image, path, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
+    ):
+        # Mirrors ArrowDatasetEngine._read_table, with the file replaced by
+        # its uncompressed image (row group i of the image is row_groups[i]).
+        local_rgs = list(range(len(image.row_groups)))
+        whole = row_groups == [None]
+        partitioning = kwargs.get("dataset", {}).get("partitioning", None)
+        missing_partitioning_info = (partitions and partition_keys is None) or (
+            partitioning and not isinstance(partitioning, (str, list))
+        )
+        if missing_partitioning_info or _need_filtering(filters, partition_keys):
+            ds = pa_ds.dataset(path, filesystem=_wrapped_fs(fs), **_process_kwargs(**kwargs.get("dataset", {})))
+            frags = list(ds.get_fragments())
+            assert len(frags) == 1
+            real = frags[0]
+            frag = real.format.make_fragment(
+                image.buffer,
+                partition_expression=real.partition_expression,
+                row_groups=None if whole else local_rgs,
+            )
+            raw_keys = pa_ds._get_partition_keys(real.partition_expression)
+            partition_keys = [(p.name, raw_keys[p.name]) for p in partitions]
+            cols = []
+            for name in columns:
+                if name is None:
+                    if "__index_level_0__" in schema.names:
+                        columns.append("__index_level_0__")
+                else:
+                    cols.append(name)
+            table = frag.to_table(
+                use_threads=False,
+                schema=schema,
+                columns=cols,
+                filter=_filters_to_expression(filters) if filters else None,
+            )
+        else:
+            read_kwargs = dict(kwargs.get("read", {}))
+            read_kwargs.pop("open_file_options", None)
+            read_kwargs.pop("pre_buffer", None)
+            pf = pq.ParquetFile(pa.BufferReader(image.buffer))
+            if whole:
+                table = pf.read(columns=columns, use_threads=False, use_pandas_metadata=True, **read_kwargs)
+            else:
+                table = pf.read_row_groups(
+                    local_rgs, columns=columns, use_threads=False, use_pandas_metadata=True, **read_kwargs
+                )
+        if partitions and isinstance(partitions, list):
+            keys_dict = {k: v for (k, v) in partition_keys}
+            for partition in partitions:
+                if partition.name not in table.schema.names:
+                    cat = keys_dict.get(partition.name, None)
+                    if not len(partition.keys):
+                        arr = pa.array(np.full(len(table), cat))
+                    else:
+                        cat_ind = np.full(len(table), partition.keys.get_loc(cat), dtype="i4")
+                        arr = pa.DictionaryArray.from_arrays(cat_ind, pa.array(partition.keys))
+                    table = table.append_column(partition.name, arr)
+        return table
+
+
+import contextvars  # noqa: E402
+
+_report: contextvars.ContextVar[ReadReport] = contextvars.ContextVar("hwdecomp_report", default=ReadReport())

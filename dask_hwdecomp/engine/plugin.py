@@ -1,0 +1,63 @@
+"""``HwdecompPlugin``: per-worker decompression state with an explicit life.
+
+Registered on a cluster, it opens the worker's backends in ``setup`` (so the
+first read does not pay for CUDA context creation, pinned pools and nvCOMP
+loading) and closes them in ``teardown``. Without it, backends are opened
+on a worker's first read and closed when the process exits.
+
+Examples
+--------
+>>> from distributed import Client, LocalCluster  # doctest: +SKIP
+>>> client = Client(LocalCluster(n_workers=2))  # doctest: +SKIP
+>>> client.register_plugin(HwdecompPlugin(backend="auto"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from ..decompress import registry
+from ..decompress.routing import Router
+from ..options import current_options
+
+__all__ = ["HwdecompPlugin"]
+
+logger = logging.getLogger(__name__)
+
+
+class HwdecompPlugin(WorkerPlugin):
+    """Open a worker's backends at start, close them at shutdown.
+
+    Parameters
+    ----------
+    **options
+        :class:`~dask_hwdecomp.options.Options` fields, resolved on each
+        worker (its ``HWDECOMP_*`` environment applies underneath).
+    """
+
+    name = "hwdecomp"
+
+    def __init__(self, **options):
+        self.options = options
+        self.backends: dict = {}
+
+    def setup(self, worker):
+        """Open the backends the routing table picks on this worker.
+
+        Raises
+        ------
+        BackendUnavailableError
+            The requested backend cannot run on this worker.
+        """
+        opts = current_options(**self.options)
+        router = Router(opts)  # opens every usable backend, raises if absent
+        self.backends = router.describe()
+        worker.extensions.setdefault("hwdecomp", self)
+        logger.info("hwdecomp backends on %s: %s", worker.address, self.backends)
+
+    def teardown(self, worker):
+        """Close every backend this process opened."""
+        registry.close_all()
+        worker.extensions.pop("hwdecomp", None)

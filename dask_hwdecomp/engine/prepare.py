@@ -1,0 +1,104 @@
+"""Decompressing all pieces of one output partition as one batch."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Iterator
+
+from ..decompress.routing import Router
+from ..io.batch import iter_batches
+from ..io.plan import Piece, plan_piece
+from ..io.reader import fallback, filter_columns
+from ..options import Options
+from ..report import ReadReport
+
+__all__ = ["piece_key", "prepared_images", "current_images", "needed_columns"]
+
+_images: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hwdecomp_images", default=None)
+
+
+def piece_key(path: str, row_groups) -> tuple:
+    """The key of a dask piece: path and row groups (None: all)."""
+    if row_groups is None or list(row_groups) == [None]:
+        return (path, None)
+    return (path, tuple(row_groups))
+
+
+def needed_columns(columns, index, filters, schema) -> list | None:
+    """Columns to decompress: requested, index, filtered-on, pandas index columns."""
+    if columns is None:
+        return None
+    names = {c for c in columns if c is not None}
+    if isinstance(index, (list, tuple)):
+        names |= set(index)
+    elif isinstance(index, str):
+        names.add(index)
+    if filters:
+        names |= filter_columns(filters)
+    if schema is not None:
+        names.add("__index_level_0__")
+        meta = schema.metadata or {}
+        if b"pandas" in meta:
+            import json
+
+            for col in json.loads(meta[b"pandas"]).get("index_columns", []):
+                if isinstance(col, str):
+                    names.add(col)
+    return sorted(n for n in names if isinstance(n, str))
+
+
+def _normalize(piece) -> tuple[str, object]:
+    if isinstance(piece, str):
+        return piece, None
+    path, row_group, _ = piece
+    if isinstance(row_group, tuple):
+        row_group = list(row_group)
+    if row_group is not None and not isinstance(row_group, list):
+        row_group = [row_group]
+    return path, row_group
+
+
+@contextlib.contextmanager
+def prepared_images(fs, pieces: list, columns, options: Options, report: ReadReport) -> Iterator[dict]:
+    """Decompress every piece; yield ``{piece_key: Image or None}``.
+
+    ``None`` marks a piece pyarrow must read itself (reported and warned
+    about by :func:`dask_hwdecomp.io.reader.fallback`). The images are valid
+    inside the ``with`` block only, and are visible to
+    :func:`current_images` in this context.
+    """
+    router = Router(options)
+    plans = []
+    images: dict = {}
+    footers: dict = {}
+    with report.stage("scan"):
+        for piece in pieces:
+            path, rgs = _normalize(piece)
+            key = piece_key(path, rgs)
+            if key in images:
+                continue
+            plan = plan_piece(
+                fs, Piece(path, None if key[1] is None else key[1]), columns, footers.get(path)
+            )
+            footers[path] = plan.footer
+            images[key] = None
+            if plan.unsupported is not None:
+                fallback(plan, options, report)
+            else:
+                plans.append(plan)
+    with contextlib.ExitStack() as stack:
+        for batch in iter_batches(fs, plans, router, options, report):
+            stack.enter_context(batch)
+            for image in batch.images:
+                images[piece_key(image.plan.piece.path, image.plan.piece.row_groups)] = image
+        token = _images.set(images)
+        try:
+            yield images
+        finally:
+            _images.reset(token)
+
+
+def current_images() -> dict | None:
+    """The images of the partition being read in this context, if any."""
+    return _images.get()
