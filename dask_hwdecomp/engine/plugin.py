@@ -51,6 +51,12 @@ class HwdecompPlugin(WorkerPlugin):
         BackendUnavailableError
             The requested backend cannot run on this worker.
         """
+        # Import the read path now so that the first task is not charged
+        # for it (dask.dataframe takes seconds to import).
+        import dask.dataframe.io.parquet.arrow  # noqa: F401
+
+        from . import arrow  # noqa: F401
+
         opts = current_options(**self.options)
         router = Router(opts)  # opens every usable backend, raises if absent
         self.backends = router.describe()

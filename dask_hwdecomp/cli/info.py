@@ -1,0 +1,80 @@
+"""``hwdecomp info``: versions, GPUs, the engine's capabilities, nvCOMP, and
+which backend each codec goes to with the options in force here."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+
+__all__ = ["add_parser", "run", "collect"]
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("info", help="versions, GPUs and the backend chosen per codec", description=__doc__)
+    p.add_argument("--backend", default=None, help="resolve routing for this backend option")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def collect(backend: str | None = None) -> dict:
+    """Everything ``hwdecomp info`` shows, as a dict."""
+    from ..bench.system import system_info
+    from ..decompress import registry
+    from ..decompress.routing import Router
+    from ..errors import BackendUnavailableError
+    from ..options import current_options
+
+    info = system_info()
+    info["versions"]["nvidia-nvcomp-cu13"] = _version("nvidia-nvcomp-cu13")
+    info["versions"]["nvidia-libnvcomp-cu13"] = _version("nvidia-libnvcomp-cu13")
+    opts = current_options(**({"backend": backend} if backend else {}))
+    info["options"] = opts.to_dict()
+    info["backends"] = {name: registry.probe(name) or "available" for name in registry.BACKEND_MODULES}
+    # The engine's per-device capabilities, where the hardware module can tell.
+    try:
+        hardware = importlib.import_module("dask_hwdecomp.decompress.hardware")
+        describe = getattr(hardware, "describe", None)
+        info["engine"] = describe() if describe else None
+    except ImportError as exc:
+        info["engine"] = f"not importable: {exc}"
+    try:
+        info["routing"] = Router(opts).describe()
+    except BackendUnavailableError as exc:
+        info["routing"] = f"unavailable: {exc}"
+    return info
+
+
+def run(args) -> int:
+    """Print the report; exit 0 (1 when the requested backend cannot run)."""
+    from ..bench.system import format_system
+
+    info = collect(args.backend)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0 if isinstance(info["routing"], dict) else 1
+    print(format_system(info))
+    missing = [k for k, v in info["versions"].items() if not v]
+    if missing:
+        print("not installed: " + ", ".join(missing))
+    print("backends:")
+    for name, state in info["backends"].items():
+        print(f"  {name:<9} {state}")
+    if info.get("engine") is not None:
+        print(f"decompression engine: {info['engine']}")
+    print(f"options: backend={info['options']['backend']} cpu_threads={info['options']['cpu_threads']} "
+          f"batch_bytes={info['options']['batch_bytes']} streams={info['options']['streams']}")
+    if isinstance(info["routing"], dict):
+        print("routing (bitstream -> backends in order):")
+        for algo, names in info["routing"].items():
+            print(f"  {algo:<8} {' -> '.join(names)}")
+        return 0
+    print(f"routing: {info['routing']}")
+    return 1
