@@ -114,7 +114,16 @@ class Router:
         for backend, group in sorted(groups.values(), key=lambda g: g[0].name == "cpu"):
             t0 = time.perf_counter()
             try:
-                backend.decompress(group, src, dst)
+                if getattr(backend, "overwrites_gaps", False) and len(groups) > 1:
+                    # A GPU backend copies outputs back in runs that include
+                    # the bytes between them: keep other backends' outputs out.
+                    others = sorted(
+                        (j.dst_offset, j.dst_offset + j.dst_size)
+                        for b, g in groups.values() if b is not backend for j in g
+                    )
+                    backend.decompress(group, src, dst, protect=others)
+                else:
+                    backend.decompress(group, src, dst)
             except CorruptPageError as exc:
                 if backend.name == "cpu" or not self.options.cpu_retry:
                     raise

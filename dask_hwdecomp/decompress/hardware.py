@@ -1,0 +1,157 @@
+"""The ``hardware`` backend: the CUDA decompression engine of Blackwell GPUs.
+
+Per batch and stream: inputs go to the device (memory from the HW_DECOMPRESS
+pool), one host params array of 64-byte records is filled (one per page:
+sizes, pointers, the algorithm bit, and a device u32 for the actual size),
+**one** engine call is queued for the whole batch, then the actual sizes and
+the outputs come back and the stream is synchronised once. The engine has no
+per-page status: every ``dst_act_bytes`` is checked against the page header,
+and inputs are checked on the host first (corrupt input is undefined
+behaviour on the engine).
+
+Routing (see :mod:`dask_hwdecomp.decompress.routing`): the algorithms come
+from the device's mask (SNAPPY, DEFLATE, LZ4), ``max_job_bytes`` from its
+maximum length (less the worst-case expansion of an input, so that inputs
+fit too); everything else falls through to nvCOMP. Where the mask is 0 (no
+engine, e.g. the H200) :func:`probe` says so, ``backend="auto"`` uses nvCOMP
+and ``backend="hardware"`` raises
+:class:`~dask_hwdecomp.errors.BackendUnavailableError`.
+
+The driver object (:class:`dask_hwdecomp.gpu.engine.EngineDriver`) is
+injectable, so CI runs this module against a stand-in of the documented
+contract on host memory (``tests/standin_engine.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..format.codecs import Algo
+from ..options import Options
+
+__all__ = ["probe", "create", "create_with", "HardwareLauncher", "ALGO_BIT", "usable_length"]
+
+ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
+
+
+def usable_length(max_length: int) -> int:
+    """Largest page output whose valid input also fits ``max_length``.
+
+    Snappy expands worst (``32 + n + n/6``); LZ4 and stored deflate less.
+    """
+    return max(0, (max_length - 32) * 6 // 7)
+
+
+def probe() -> str | None:
+    """None when the engine can run here, else why not (never raises)."""
+    try:
+        import cuda.bindings.driver  # noqa: F401
+    except ImportError:
+        return "cuda-bindings is not installed (pip install dask-hwdecomp[gpu])"
+    try:
+        from ..gpu.device import Device, device_count
+        from ..gpu.engine import engine_capabilities
+
+        if device_count() < 1:
+            return "no CUDA device"
+        with Device(0) as device:
+            mask, length = engine_capabilities(device)
+            name = device.name
+    except Exception as exc:  # the probe reports, it never raises
+        return f"CUDA driver unusable: {exc}"
+    if not mask & sum(ALGO_BIT.values()):
+        return f"engine algorithm mask is {mask} on device 0 ({name}): no hardware decompression engine"
+    if length <= 0:
+        return f"engine maximum length is {length} on device 0 ({name})"
+    return None
+
+
+class HardwareLauncher:
+    """Plugs the engine call into a :class:`~dask_hwdecomp.gpu.slot.Slot`.
+
+    Parameters
+    ----------
+    driver : EngineDriver or stand-in
+        Provides ``mask``, ``max_length``, ``params_dtype``, ``htod``,
+        ``dtoh`` and ``batch_decompress(params, stream)``.
+    """
+
+    def __init__(self, driver):
+        self.driver = driver
+        self.algorithms = frozenset(a for a, bit in ALGO_BIT.items() if driver.mask & bit)
+        self.max_input_bytes = driver.max_length
+        self.max_job_bytes = usable_length(driver.max_length)
+
+    def input_align(self, algo) -> int:
+        return 1
+
+    def order(self, job) -> int:
+        return 0  # one call takes every algorithm
+
+    @staticmethod
+    def status_text(status: int) -> str:
+        return f"engine status {status}"
+
+    def prepare(self, jobs: Sequence, stream):
+        n = len(jobs)
+        return 4 * n + 256, 4 * n, jobs
+
+    def launch(self, jobs, stream, src_ptrs, dst_ptrs, scratch: int, host):
+        n = len(jobs)
+        params = np.zeros(n, dtype=self.driver.params_dtype)
+        params["src_num_bytes"] = np.fromiter((j.src_size for j in jobs), dtype=np.uint64, count=n)
+        params["dst_num_bytes"] = np.fromiter((j.dst_size for j in jobs), dtype=np.uint64, count=n)
+        params["dst_act_bytes"] = scratch + 4 * np.arange(n, dtype=np.int64)
+        params["src"] = src_ptrs.astype(np.int64)
+        params["dst"] = dst_ptrs.astype(np.int64)
+        params["algo"] = np.fromiter((ALGO_BIT[j.algo] for j in jobs), dtype=np.int32, count=n)
+        self.driver.batch_decompress(params, stream)
+        host_ptr, host_view = host
+        self.driver.dtoh(host_ptr, scratch, 4 * n, stream)
+
+        def collect():
+            # ``params`` is referenced here so it lives until after the sync.
+            assert len(params) == n
+            actual = np.frombuffer(host_view, dtype=np.uint32, count=n).astype(np.uint64)
+            return actual, np.zeros(n, dtype=np.int32)
+
+        return collect
+
+
+def create_with(driver, options: Options, owned: Sequence = ()):
+    """A hardware backend over ``driver`` (the real one or a stand-in).
+
+    Raises
+    ------
+    CudaError
+    """
+    from .gpubase import GpuBackend
+
+    return GpuBackend("hardware", driver, HardwareLauncher(driver), options, owned=owned)
+
+
+def create(options: Options):
+    """An open hardware backend on device 0 of this process.
+
+    Raises
+    ------
+    CudaError
+        Setup failed; everything created so far is freed.
+    """
+    from ..gpu.device import Device
+    from ..gpu.engine import EngineDriver
+    from .gpubase import GpuBackend, pinned_cap
+
+    device = Device(0)
+    driver = None
+    try:
+        device.activate()
+        driver = EngineDriver(device, pool_bytes=2 * pinned_cap(options))
+        return create_with(driver, options, owned=[device, driver])
+    except BaseException:
+        if driver is not None:
+            driver.close()
+        device.close()
+        raise

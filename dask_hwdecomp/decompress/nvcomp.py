@@ -1,0 +1,175 @@
+"""The ``nvcomp`` backend: nvCOMP's batched C API, fully asynchronous.
+
+Per batch and stream: the inputs go to the device in a few copies
+(:mod:`dask_hwdecomp.gpu.staging`), one pinned metadata block goes in
+(input pointers and sizes, output pointers and capacities), then one
+``nvcompBatched<Fmt>DecompressAsync`` per bitstream present, then the per-page
+actual sizes and statuses and the outputs come back, and the stream is
+synchronised once. Known output sizes mean nvCOMP never has to size outputs
+itself (no hidden synchronisation). Every page's status and size is checked.
+
+Bitstreams: SNAPPY (raw block), DEFLATE (raw RFC 1951, inputs copied to
+4-byte aligned addresses), LZ4 (block), ZSTD (frames). Multi-member GZIP and
+BROTLI stay on the CPU (see :mod:`dask_hwdecomp.decompress.routing`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..format.codecs import Algo
+from ..options import Options
+
+__all__ = ["probe", "create", "NvcompLauncher"]
+
+_FMT = {Algo.SNAPPY: "Snappy", Algo.DEFLATE: "Deflate", Algo.LZ4: "LZ4", Algo.ZSTD: "Zstd"}
+_ORDER = {a: i for i, a in enumerate(_FMT)}
+_MAX_CHUNK = (1 << 31) - 1  # the smallest of the formats' decompression limits
+
+
+def _up(n: int, a: int = 256) -> int:
+    return (n + a - 1) // a * a
+
+
+def probe() -> str | None:
+    """None when nvCOMP can run here, else why not (never raises)."""
+    try:
+        import cuda.bindings.driver  # noqa: F401
+    except ImportError:
+        return "cuda-bindings is not installed (pip install dask-hwdecomp[gpu])"
+    from ..gpu.nvcomp_lib import find_library
+
+    if find_library() is None:
+        return "nvCOMP not installed (pip install dask-hwdecomp[gpu])"
+    try:
+        from ..gpu.device import device_count
+
+        if device_count() < 1:
+            return "no CUDA device"
+    except Exception as exc:  # the probe reports, it never raises
+        return f"CUDA driver unusable: {exc}"
+    return None
+
+
+class NvcompLauncher:
+    """Plugs nvCOMP's batched calls into a :class:`~dask_hwdecomp.gpu.slot.Slot`.
+
+    Parameters
+    ----------
+    lib : NvcompLib
+    ops : CudaOps
+    """
+
+    algorithms = frozenset(_FMT)
+    max_job_bytes = None
+    max_input_bytes = _MAX_CHUNK
+
+    def __init__(self, lib, ops):
+        self.lib = lib
+        self.ops = ops
+        self._align = {}
+        for algo, fmt in _FMT.items():
+            inp, out, temp = lib.alignments(fmt)
+            if out != 1:
+                # Outputs sit at the reader's byte offsets; nvCOMP 6 needs 1.
+                raise RuntimeError(f"nvCOMP {fmt} wants {out}-byte aligned outputs; only 1 is supported")
+            self._align[algo] = (inp, temp)
+
+    def input_align(self, algo) -> int:
+        return self._align[algo][0]
+
+    def order(self, job) -> int:
+        return _ORDER[job.algo]
+
+    @staticmethod
+    def status_text(status: int) -> str:
+        from ..gpu.check import nvcomp_status_text
+
+        return nvcomp_status_text(status)
+
+    def prepare(self, jobs: Sequence, stream):
+        n = len(jobs)
+        groups = []
+        start = 0
+        while start < n:
+            algo = jobs[start].algo
+            end = start
+            biggest = total = 0
+            while end < n and jobs[end].algo is algo:
+                biggest = max(biggest, jobs[end].dst_size)
+                total += jobs[end].dst_size
+                end += 1
+            groups.append((algo, start, end - start, biggest, total))
+            start = end
+        temp = 0
+        for algo, _, count, biggest, total in groups:
+            temp = max(temp, self.lib.temp_bytes(_FMT[algo], count, biggest, total, stream.handle))
+        meta = _up(32 * n) + _up(8 * n) + _up(4 * n)
+        state = (jobs, groups, temp, meta)
+        return meta + temp + 256, 32 * n + 12 * n, state
+
+    def launch(self, state, stream, src_ptrs, dst_ptrs, scratch: int, host):
+        jobs, groups, temp_bytes, meta = state
+        n = len(jobs)
+        host_ptr, host_view = host
+        up = np.frombuffer(host_view, dtype=np.uint64, count=4 * n).reshape(4, n)
+        up[0] = src_ptrs
+        up[1] = np.fromiter((j.src_size for j in jobs), dtype=np.uint64, count=n)
+        up[2] = dst_ptrs
+        up[3] = np.fromiter((j.dst_size for j in jobs), dtype=np.uint64, count=n)
+        d_src, d_src_sizes, d_dst, d_caps = (scratch + k * 8 * n for k in range(4))
+        d_actual = scratch + _up(32 * n)
+        d_status = d_actual + _up(8 * n)
+        temp = scratch + meta
+        ops = self.ops
+        ops.htod(scratch, host_ptr, 32 * n, stream)
+        for algo, start, count, _, _ in groups:
+            self.lib.decompress(
+                _FMT[algo],
+                src_ptrs=d_src + 8 * start,
+                src_sizes=d_src_sizes + 8 * start,
+                dst_caps=d_caps + 8 * start,
+                dst_actual=d_actual + 8 * start,
+                count=count,
+                temp=temp,
+                temp_bytes=temp_bytes,
+                dst_ptrs=d_dst + 8 * start,
+                statuses=d_status + 4 * start,
+                stream=stream.handle,
+            )
+        back = host_ptr + 32 * n
+        ops.dtoh(back, d_actual, 8 * n, stream)
+        ops.dtoh(back + 8 * n, d_status, 4 * n, stream)
+
+        def collect():
+            actual = np.frombuffer(host_view, dtype=np.uint64, count=n, offset=32 * n).copy()
+            status = np.frombuffer(host_view, dtype=np.int32, count=n, offset=40 * n).copy()
+            return actual, status
+
+        return collect
+
+
+def create(options: Options):
+    """An open nvCOMP backend on device 0 of this process.
+
+    Raises
+    ------
+    CudaError, NvcompError, OSError
+        Setup failed; everything created so far is freed.
+    """
+    from ..gpu.device import Device
+    from ..gpu.nvcomp_lib import NvcompLib, find_library
+    from ..gpu.ops import CudaOps
+    from .gpubase import GpuBackend
+
+    device = Device(0)
+    try:
+        device.activate()
+        ops = CudaOps(device)
+        launcher = NvcompLauncher(NvcompLib(find_library()), ops)
+        return GpuBackend("nvcomp", ops, launcher, options, owned=[device])
+    except BaseException:
+        device.close()
+        raise

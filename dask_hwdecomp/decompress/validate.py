@@ -1,0 +1,168 @@
+"""Host-side checks of what is submitted to a GPU decoder.
+
+Corrupt input is undefined behaviour on the hardware engine, and garbage
+given to nvCOMP's Zstd once raised an illegal memory access, which poisons
+the CUDA context for the rest of the process (gpu-facts.md §1, §2). So every
+job is checked before submission: its ranges lie inside the batch buffers,
+its sizes are within the decoder's limits, and the stream's framing is
+consistent (the Snappy preamble, each Zstd frame's header and block headers
+walked to the end of the input). The content of compressed blocks is the
+decoder's to reject, per page, with a status.
+"""
+
+from __future__ import annotations
+
+from ..errors import CorruptPageError
+from ..format.codecs import Algo
+from ..format.layout import Job
+
+__all__ = ["check_job", "zstd_frames"]
+
+_ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE = 0x184D2A50  # low nibble free
+_BLOCK_MAX = 128 << 10
+_WINDOW_LOG_MAX = 31
+
+
+def _corrupt(job: Job, what: str) -> CorruptPageError:
+    return CorruptPageError(f"{job.algo.value} stream rejected before the GPU: {what}", job.location)
+
+
+def _varint(data, job: Job) -> int:
+    n = shift = 0
+    for i in range(min(5, len(data))):
+        b = data[i]
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n
+        shift += 7
+    raise _corrupt(job, "snappy preamble is not a valid varint")
+
+
+def zstd_frames(data, job: Job) -> int:
+    """Walk every frame and block header of a Zstd page; the declared content total.
+
+    Returns the sum of the frames' declared content sizes (-1 if a frame
+    declares none).
+
+    Raises
+    ------
+    CorruptPageError
+        A header is malformed, a size runs past the input, or the window is
+        beyond Zstd's limit.
+    """
+    n = len(data)
+    pos = 0
+    total = 0
+    while pos < n:
+        if n - pos < 4:
+            raise _corrupt(job, f"{n - pos} trailing bytes after the last zstd frame")
+        magic = int.from_bytes(data[pos : pos + 4], "little")
+        if magic & 0xFFFFFFF0 == _SKIPPABLE:
+            if n - pos < 8:
+                raise _corrupt(job, "skippable frame header runs past the page")
+            size = int.from_bytes(data[pos + 4 : pos + 8], "little")
+            pos += 8 + size
+            if pos > n:
+                raise _corrupt(job, f"skippable frame of {size} bytes runs past the page")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise _corrupt(job, f"frame magic {magic:#010x} at byte {pos} is not {_ZSTD_MAGIC:#010x}")
+        if pos + 5 > n:
+            raise _corrupt(job, "frame header runs past the page")
+        fhd = data[pos + 4]
+        if fhd & 0x08:
+            raise _corrupt(job, "frame header reserved bit set")
+        single = (fhd >> 5) & 1
+        checksum = (fhd >> 2) & 1
+        did_len = (0, 1, 2, 4)[fhd & 3]
+        fcs_len = ((1 if single else 0), 2, 4, 8)[fhd >> 6]
+        hdr = 5
+        window = None
+        if not single:
+            if pos + 6 > n:
+                raise _corrupt(job, "frame header runs past the page")
+            wd = data[pos + 5]
+            exp = (wd >> 3) + 10
+            if exp > _WINDOW_LOG_MAX:
+                raise _corrupt(job, f"window log {exp} exceeds {_WINDOW_LOG_MAX}")
+            base = 1 << exp
+            window = base + (base // 8) * (wd & 7)
+            hdr += 1
+        hdr += did_len
+        if pos + hdr + fcs_len > n:
+            raise _corrupt(job, "frame header runs past the page")
+        fcs = -1
+        if fcs_len:
+            fcs = int.from_bytes(data[pos + hdr : pos + hdr + fcs_len], "little")
+            if fcs_len == 2:
+                fcs += 256
+        if window is None:
+            window = fcs
+        if fcs > job.dst_size:
+            raise _corrupt(job, f"frame declares {fcs} bytes, more than the page's {job.dst_size}")
+        total = -1 if fcs < 0 or total < 0 else total + fcs
+        pos += hdr + fcs_len
+        block_max = min(_BLOCK_MAX, max(window, 0)) if window >= 0 else _BLOCK_MAX
+        produced = 0
+        while True:
+            if pos + 3 > n:
+                raise _corrupt(job, "block header runs past the page")
+            bh = int.from_bytes(data[pos : pos + 3], "little")
+            last = bh & 1
+            btype = (bh >> 1) & 3
+            bsize = bh >> 3
+            pos += 3
+            if btype == 3:
+                raise _corrupt(job, f"reserved block type at byte {pos - 3}")
+            if bsize > block_max:
+                raise _corrupt(job, f"block of {bsize} bytes exceeds the maximum {block_max}")
+            stored = 1 if btype == 1 else bsize  # RLE stores one byte
+            if pos + stored > n:
+                raise _corrupt(job, f"block of {stored} bytes runs past the page")
+            if btype != 2:
+                produced += bsize
+            pos += stored
+            if last:
+                break
+        if fcs >= 0 and produced > fcs:
+            raise _corrupt(job, f"raw/RLE blocks produce {produced} bytes, the frame declares {fcs}")
+        if checksum:
+            pos += 4
+            if pos > n:
+                raise _corrupt(job, "frame checksum runs past the page")
+    if total > job.dst_size:
+        raise _corrupt(job, f"frames declare {total} bytes, the page {job.dst_size}")
+    return total
+
+
+def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None:
+    """Reject a job that could make a GPU decoder read or write out of bounds.
+
+    Parameters
+    ----------
+    job : Job
+    src_len, dst_len : int
+        Sizes of the batch's host buffers.
+    src : memoryview
+        The batch source (the job's input is read from it).
+    max_bytes : int
+        Largest input or output the decoder accepts.
+
+    Raises
+    ------
+    CorruptPageError
+    """
+    if job.src_offset < 0 or job.src_size < 1 or job.src_offset + job.src_size > src_len:
+        raise _corrupt(job, f"input [{job.src_offset}, +{job.src_size}) is outside the {src_len}-byte source")
+    if job.dst_offset < 0 or job.dst_size < 1 or job.dst_offset + job.dst_size > dst_len:
+        raise _corrupt(job, f"output [{job.dst_offset}, +{job.dst_size}) is outside the {dst_len}-byte destination")
+    if job.src_size > max_bytes or job.dst_size > max_bytes:
+        raise _corrupt(job, f"sizes {job.src_size} -> {job.dst_size} exceed the decoder's {max_bytes}")
+    data = src[job.src_offset : job.src_offset + job.src_size]
+    if job.algo is Algo.SNAPPY:
+        declared = _varint(data, job)
+        if declared != job.dst_size:
+            raise _corrupt(job, f"snappy block declares {declared} bytes, the page {job.dst_size}")
+    elif job.algo is Algo.ZSTD:
+        zstd_frames(data, job)

@@ -1,0 +1,96 @@
+"""The CUDA device and its primary context.
+
+The primary context is the one the CUDA runtime (and so nvCOMP, CuPy,
+PyTorch) uses too: sharing it means pointers pass between them freely. A
+:class:`Device` retains it on creation and releases it on :meth:`close`.
+Every thread that issues driver calls makes it current first
+(:meth:`Device.activate`): contexts are per thread in the driver API.
+"""
+
+from __future__ import annotations
+
+from .check import check
+
+__all__ = ["Device", "device_count"]
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def device_count() -> int:
+    """Number of CUDA devices (0 when the driver cannot be initialised).
+
+    Raises
+    ------
+    CudaError
+        The driver initialised but cannot count its devices.
+    """
+    driver = _driver()
+    (err,) = driver.cuInit(0)
+    if int(err) != 0:
+        return 0
+    return check(driver.cuDeviceGetCount(), "counting CUDA devices")
+
+
+class Device:
+    """One CUDA device with its primary context retained.
+
+    Parameters
+    ----------
+    ordinal : int
+        The device number (``CUDA_VISIBLE_DEVICES`` applies).
+
+    Raises
+    ------
+    CudaError
+        The driver or the device cannot be initialised.
+    """
+
+    def __init__(self, ordinal: int = 0):
+        driver = _driver()
+        check(driver.cuInit(0), "initialising the CUDA driver")
+        self.ordinal = ordinal
+        self.handle = check(driver.cuDeviceGet(ordinal), f"getting device {ordinal}")
+        name = check(driver.cuDeviceGetName(256, self.handle), "reading the device name")
+        self.name = bytes(name).split(b"\0", 1)[0].decode(errors="replace")
+        self.context = check(
+            driver.cuDevicePrimaryCtxRetain(self.handle), f"retaining the primary context of device {ordinal}"
+        )
+        self._closed = False
+
+    def activate(self) -> None:
+        """Make this device's primary context current in the calling thread.
+
+        Raises
+        ------
+        CudaError
+        """
+        check(_driver().cuCtxSetCurrent(self.context), f"making device {self.ordinal} current")
+
+    def attribute(self, attr) -> int:
+        """The value of a ``CUdevice_attribute`` for this device.
+
+        Raises
+        ------
+        CudaError
+        """
+        return int(check(_driver().cuDeviceGetAttribute(attr, self.handle), f"reading {attr!r}"))
+
+    def describe(self) -> str:
+        return f"device {self.ordinal} ({self.name})"
+
+    def close(self) -> None:
+        """Release the primary context (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        check(_driver().cuDevicePrimaryCtxRelease(self.handle), "releasing the primary context")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,167 @@
+"""The CUDA hardware decompression engine, exactly per its documented contract.
+
+Everything about ``cuMemBatchDecompressAsync`` lives here (gpu-facts.md §1):
+
+* the call: ``cuda.bindings._v2.driver.mem_batch_decompress_async(params,
+  count, flags, stream)`` where ``_v2`` exists (cuda-bindings >= 13.5; plain
+  ints, failures raise ``DriverError`` subclasses; the returned error index
+  is not used), else the classic ``cuda.bindings.driver.
+  cuMemBatchDecompressAsync`` over a ``CUmemDecompressParams`` view of the
+  same array (returns ``(CUresult, errorIndex)``);
+* the params: a host numpy array of :data:`PARAMS_DTYPE` (64 bytes each:
+  ``src_num_bytes`` u8, ``dst_num_bytes`` u8, ``dst_act_bytes`` (device
+  pointer to a u32), ``src``, ``dst``, ``algo`` i4, 20 bytes padding);
+* the capability: ``MEM_DECOMPRESS_ALGORITHM_MASK`` (DEFLATE=1, SNAPPY=2,
+  LZ4=4) and ``MEM_DECOMPRESS_MAXIMUM_LENGTH`` per device; the mask, not the
+  pointer attribute, says whether the engine exists (the H200 reads 0);
+* the memory: a device pool created with the HW_DECOMPRESS usage, capped.
+
+:class:`EngineDriver` is the real driver object the ``hardware`` backend
+takes; CI passes a stand-in with the same methods (``tests/standin_engine.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .check import CudaError, check
+from .device import Device
+from .ops import CudaOps, DeviceAllocation
+
+__all__ = ["EngineDriver", "PARAMS_DTYPE", "ALGO_BITS", "engine_capabilities"]
+
+ALGO_BITS = {"deflate": 1, "snappy": 2, "lz4": 4}
+
+# The layout of CUmemDecompressParams; equal to the _v2 module's
+# mem_decompress_params_dtype (asserted when that exists).
+PARAMS_DTYPE = np.dtype(
+    [
+        ("src_num_bytes", "<u8"),
+        ("dst_num_bytes", "<u8"),
+        ("dst_act_bytes", "<i8"),
+        ("src", "<i8"),
+        ("dst", "<i8"),
+        ("algo", "<i4"),
+        ("padding", "u1", (20,)),
+    ]
+)
+assert PARAMS_DTYPE.itemsize == 64
+
+
+def _v2_driver():
+    try:
+        from cuda.bindings._v2 import driver as v2
+    except ImportError:
+        return None
+    if not hasattr(v2, "mem_batch_decompress_async"):
+        return None
+    return v2
+
+
+def engine_capabilities(device: Device) -> tuple[int, int]:
+    """(algorithm mask, maximum length in bytes) of ``device``'s engine.
+
+    Raises
+    ------
+    CudaError
+    """
+    from cuda.bindings import driver
+
+    attr = driver.CUdevice_attribute
+    mask = device.attribute(attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK)
+    length = device.attribute(attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH)
+    return mask, length
+
+
+class EngineDriver(CudaOps):
+    """Memory operations plus the engine call, on one device.
+
+    Parameters
+    ----------
+    device : Device
+        Not owned.
+    pool_bytes : int
+        Cap of the HW_DECOMPRESS device pool (its ``maxSize``).
+
+    Raises
+    ------
+    CudaError
+        The pool cannot be created.
+    """
+
+    params_dtype = PARAMS_DTYPE
+
+    def __init__(self, device: Device, pool_bytes: int):
+        super().__init__(device)
+        from cuda.bindings import driver
+
+        self.mask, self.max_length = engine_capabilities(device)
+        self._v2 = _v2_driver()
+        if self._v2 is not None:
+            assert np.dtype(self._v2.mem_decompress_params_dtype).itemsize == PARAMS_DTYPE.itemsize
+        self.entry_point = "cuda.bindings._v2.driver.mem_batch_decompress_async" if self._v2 else (
+            "cuda.bindings.driver.cuMemBatchDecompressAsync"
+        )
+        props = driver.CUmemPoolProps()
+        props.allocType = driver.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.handleTypes = driver.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+        props.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        props.location.id = device.ordinal
+        props.maxSize = pool_bytes
+        props.usage = driver.CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS
+        device.activate()
+        self._pool = check(driver.cuMemPoolCreate(props), "creating the HW_DECOMPRESS memory pool")
+
+    def alloc_device(self, nbytes: int, stream) -> DeviceAllocation:
+        """``nbytes`` from the HW_DECOMPRESS pool, ordered on ``stream``.
+
+        Raises
+        ------
+        CudaError
+        """
+        from cuda.bindings import driver
+
+        self.device.activate()
+        ptr = int(check(driver.cuMemAllocFromPoolAsync(nbytes, self._pool, stream.native),
+                        f"allocating {nbytes} bytes from the HW_DECOMPRESS pool"))
+
+        def free(p):
+            check(driver.cuMemFreeAsync(p, stream.native), "freeing HW_DECOMPRESS memory")
+
+        return DeviceAllocation(ptr, nbytes, free)
+
+    def batch_decompress(self, params: np.ndarray, stream) -> None:
+        """Queue ``len(params)`` engine decompressions on ``stream``.
+
+        Parameters
+        ----------
+        params : numpy.ndarray of PARAMS_DTYPE
+            Kept alive by the caller until the stream is synchronised.
+
+        Raises
+        ------
+        CudaError
+            E.g. ``CUDA_ERROR_NOT_SUPPORTED`` (801) where the engine is absent.
+        """
+        count = len(params)
+        addr = int(params.ctypes.data)
+        if self._v2 is not None:
+            try:
+                self._v2.mem_batch_decompress_async(addr, count, 0, stream.handle)
+            except self._v2.DriverError as exc:
+                code = int(getattr(exc, "status", -1) if not callable(getattr(exc, "status", None)) else -1)
+                raise CudaError(f"{type(exc).__name__}: {exc} (while submitting {count} engine "
+                                "decompressions)", code=code, name=type(exc).__name__) from None
+            return
+        from cuda.bindings import driver
+
+        ret = driver.cuMemBatchDecompressAsync(driver.CUmemDecompressParams(_ptr=addr), count, 0, stream.native)
+        check(ret[0], f"submitting {count} engine decompressions")  # ret[1], the error index, is unused
+
+    def close(self) -> None:
+        """Destroy the pool (idempotent; allocations must be freed first)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            from cuda.bindings import driver
+
+            check(driver.cuMemPoolDestroy(pool), "destroying the HW_DECOMPRESS pool")

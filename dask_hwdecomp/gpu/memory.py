@@ -1,0 +1,259 @@
+"""Pinned host buffers from a capped, reused pool; grow-only device arenas.
+
+Pinned allocation is slow (milliseconds per call) and pageable copies run
+at a sixth of the speed (gpu-facts.md §3), so host buffers are pinned once
+and reused: in steady state a read allocates nothing. The pool is capped;
+past the cap it hands out ordinary (pageable) memory rather than block a
+reader that already holds buffers, and counts it in ``stats()``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+__all__ = ["PinnedPool", "PinnedBuffer", "DeviceArena", "size_class"]
+
+_MIN_BLOCK = 1 << 20
+
+
+def size_class(nbytes: int, minimum: int = _MIN_BLOCK) -> int:
+    """``nbytes`` rounded up to one of 8 steps per power of two (waste < 12.5%)."""
+    n = max(nbytes, minimum)
+    top = 1 << (n - 1).bit_length()
+    step = max(top // 16, 1)
+    return (n + step - 1) // step * step
+
+
+def host_view(ptr: int, nbytes: int) -> memoryview:
+    """A writable byte memoryview over ``nbytes`` of host memory at ``ptr``."""
+    return memoryview((ctypes.c_char * nbytes).from_address(ptr)).cast("B")
+
+
+def address_of(view) -> int:
+    """The address of the first byte of a buffer-protocol object (read-only allowed)."""
+    arr = np.frombuffer(view, dtype=np.uint8)
+    return int(arr.__array_interface__["data"][0])
+
+
+class _Block:
+    def __init__(self, alloc):
+        self.alloc = alloc
+        self.nbytes = alloc.nbytes
+        self.view = host_view(alloc.ptr, alloc.nbytes)
+
+
+class PinnedBuffer:
+    """A pinned host buffer lent by a :class:`PinnedPool`; ``close()`` gives it back.
+
+    Attributes
+    ----------
+    view : memoryview
+        Writable bytes, exactly the size asked for.
+    ptr : int
+        Address of ``view``.
+    pinned : bool
+        False when the pool was at its cap and this is pageable memory.
+    """
+
+    def __init__(self, pool, block, nbytes: int):
+        self._pool = pool
+        self._block = block
+        if block is None:
+            self._array = np.empty(max(nbytes, 1), dtype=np.uint8)
+            self.view = memoryview(self._array)[:nbytes]
+            self.ptr = int(self._array.ctypes.data)
+            self.pinned = False
+        else:
+            self._array = None
+            self.view = block.view[:nbytes]
+            self.ptr = block.alloc.ptr
+            self.pinned = True
+
+    def close(self) -> None:
+        """Give the memory back to the pool (idempotent)."""
+        block, self._block = self._block, None
+        self.view = None
+        self._array = None
+        if block is not None:
+            self._pool._give_back(block)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class PinnedPool:
+    """A capped pool of pinned host blocks, reused by size.
+
+    Parameters
+    ----------
+    alloc_host : callable
+        ``alloc_host(nbytes)`` returning an allocation with ``ptr``,
+        ``nbytes`` and ``close()`` (``CudaOps.alloc_host``).
+    cap_bytes : int
+        Most pinned bytes held at once, lent and idle together.
+    """
+
+    def __init__(self, alloc_host, cap_bytes: int):
+        self._alloc = alloc_host
+        self.cap_bytes = cap_bytes
+        self._lock = threading.Lock()
+        self._idle: list[_Block] = []
+        self._held = 0  # bytes allocated (lent + idle)
+        self._closed = False
+        self.allocations = 0
+        self.reuses = 0
+        self.overflows = 0
+
+    def get(self, nbytes: int) -> PinnedBuffer:
+        """A buffer of ``nbytes`` (pinned unless the cap forbids it).
+
+        Raises
+        ------
+        CudaError
+            Pinned allocation failed.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the pinned pool is closed")
+            fits = [b for b in self._idle if nbytes <= b.nbytes <= 2 * size_class(nbytes)]
+            if fits:
+                block = min(fits, key=lambda b: b.nbytes)
+                self._idle.remove(block)
+                self.reuses += 1
+                return PinnedBuffer(self, block, nbytes)
+            want = size_class(nbytes)
+            # Free idle blocks that do not fit until the new one is under the cap.
+            for block in sorted(self._idle, key=lambda b: -b.nbytes):
+                if self._held + want <= self.cap_bytes:
+                    break
+                self._idle.remove(block)
+                self._held -= block.nbytes
+                block.alloc.close()
+            if self._held + want > self.cap_bytes:
+                self.overflows += 1
+                return PinnedBuffer(self, None, nbytes)
+            self._held += want
+        try:
+            block = _Block(self._alloc(want))
+        except BaseException:
+            with self._lock:
+                self._held -= want
+            raise
+        with self._lock:
+            self.allocations += 1
+        return PinnedBuffer(self, block, nbytes)
+
+    def _give_back(self, block: _Block) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(block)
+                return
+            self._held -= block.nbytes
+        block.alloc.close()
+
+    def stats(self) -> dict:
+        """Counters: ``held_bytes``, ``idle_blocks``, ``allocations``, ``reuses``, ``overflows``."""
+        with self._lock:
+            return {
+                "held_bytes": self._held,
+                "idle_blocks": len(self._idle),
+                "allocations": self.allocations,
+                "reuses": self.reuses,
+                "overflows": self.overflows,
+            }
+
+    def close(self) -> None:
+        """Free idle blocks now; blocks still lent are freed when given back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            for block in idle:
+                self._held -= block.nbytes
+        for block in idle:
+            block.alloc.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class DeviceArena:
+    """One grow-only device allocation, carved per batch by its owner.
+
+    A stream's batches reuse it; it is replaced by a bigger one only when a
+    batch needs more, so steady state allocates nothing.
+
+    Parameters
+    ----------
+    alloc_device : callable
+        ``alloc_device(nbytes, stream)`` (``ops.alloc_device``).
+    stream : Stream
+        The stream allocations are ordered on.
+    """
+
+    def __init__(self, alloc_device, stream):
+        self._alloc = alloc_device
+        self._stream = stream
+        self._mem = None
+        self.allocations = 0
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._mem is None else self._mem.nbytes
+
+    def ensure(self, nbytes: int) -> int:
+        """The arena's base address, grown to at least ``nbytes`` first.
+
+        Raises
+        ------
+        CudaError
+        """
+        if self._mem is None or self._mem.nbytes < nbytes:
+            old, self._mem = self._mem, None
+            if old is not None:
+                old.close()
+            self._mem = self._alloc(size_class(nbytes), self._stream)
+            self.allocations += 1
+        return self._mem.ptr
+
+    def close(self) -> None:
+        mem, self._mem = self._mem, None
+        if mem is not None:
+            mem.close()
+
+
+class HostScratch:
+    """A grow-only pinned host block for a stream's per-batch metadata."""
+
+    def __init__(self, alloc_host):
+        self._alloc = alloc_host
+        self._mem = None
+        self.allocations = 0
+
+    def ensure(self, nbytes: int) -> tuple[int, memoryview]:
+        """(address, view) of at least ``nbytes`` of pinned memory.
+
+        Raises
+        ------
+        CudaError
+        """
+        if self._mem is None or self._mem.nbytes < nbytes:
+            old, self._mem = self._mem, None
+            if old is not None:
+                old.close()
+            self._mem = self._alloc(size_class(nbytes, 1 << 16))
+            self.allocations += 1
+        return self._mem.ptr, host_view(self._mem.ptr, self._mem.nbytes)
+
+    def close(self) -> None:
+        mem, self._mem = self._mem, None
+        if mem is not None:
+            mem.close()

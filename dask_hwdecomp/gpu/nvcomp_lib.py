@@ -1,0 +1,133 @@
+"""ctypes bindings of nvCOMP's batched decompression C API (nvCOMP 6).
+
+The library is ``libnvcomp.so.6`` of the ``nvidia-libnvcomp-cu13`` wheel,
+found through the installed package's path. Only what the backend uses is
+bound: per format ``nvcompBatched<Fmt>DecompressGetTempSize``,
+``...DecompressGetRequiredAlignments`` and ``...DecompressAsync``. Every
+call's status goes through :func:`~dask_hwdecomp.gpu.check.check_nvcomp`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+from pathlib import Path
+
+from .check import check_nvcomp
+
+__all__ = ["NvcompLib", "find_library", "FORMATS"]
+
+FORMATS = ("Snappy", "Deflate", "LZ4", "Zstd")
+_SONAME = "libnvcomp.so.6"
+
+_p = ctypes.c_void_p
+_sz = ctypes.c_size_t
+
+
+class _DecompressOpts(ctypes.Structure):
+    # Every format's decompress options: the backend enum first, then zeros
+    # (64 bytes; all-zero is each format's documented default).
+    _fields_ = [("backend", ctypes.c_int), ("reserved", ctypes.c_char * 60)]
+
+
+class _Alignments(ctypes.Structure):
+    _fields_ = [("input", _sz), ("output", _sz), ("temp", _sz)]
+
+
+def find_library() -> Path | None:
+    """Path of ``libnvcomp.so.6`` in the installed wheel, or None.
+
+    ``HWDECOMP_NVCOMP_LIB`` overrides the search.
+    """
+    env = os.environ.get("HWDECOMP_NVCOMP_LIB")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    try:
+        spec = importlib.util.find_spec("nvidia.libnvcomp")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        for sub in ("lib64", "lib"):
+            path = Path(root) / sub / _SONAME
+            if path.is_file():
+                return path
+    return None
+
+
+class NvcompLib:
+    """The loaded library with typed entry points.
+
+    Parameters
+    ----------
+    path : Path
+        Location of ``libnvcomp.so.6``.
+
+    Raises
+    ------
+    OSError
+        The library cannot be loaded.
+    NvcompError
+        A query of the library failed.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lib = ctypes.CDLL(str(path))
+        self._temp = {}
+        self._align = {}
+        self._run = {}
+        for fmt in FORMATS:
+            f = getattr(self._lib, f"nvcompBatched{fmt}DecompressGetTempSize")
+            f.argtypes = [_sz, _sz, _DecompressOpts, ctypes.POINTER(_sz), _sz, _p]
+            f.restype = ctypes.c_int
+            self._temp[fmt] = f
+            f = getattr(self._lib, f"nvcompBatched{fmt}DecompressGetRequiredAlignments")
+            f.argtypes = [_DecompressOpts, ctypes.POINTER(_Alignments)]
+            f.restype = ctypes.c_int
+            self._align[fmt] = f
+            f = getattr(self._lib, f"nvcompBatched{fmt}DecompressAsync")
+            f.argtypes = [_p, _p, _p, _p, _sz, _p, _sz, _p, _DecompressOpts, _p, _p]
+            f.restype = ctypes.c_int
+            self._run[fmt] = f
+        self._opts = _DecompressOpts()  # NVCOMP_DECOMPRESS_BACKEND_DEFAULT
+
+    def alignments(self, fmt: str) -> tuple[int, int, int]:
+        """(input, output, temp) alignment ``fmt`` requires.
+
+        Raises
+        ------
+        NvcompError
+        """
+        a = _Alignments()
+        check_nvcomp(self._align[fmt](self._opts, ctypes.byref(a)), f"querying {fmt} alignments")
+        return a.input, a.output, a.temp
+
+    def temp_bytes(self, fmt: str, chunks: int, max_chunk: int, total: int, stream: int) -> int:
+        """Device temp bytes a batch of ``chunks`` needs (host-only query).
+
+        Raises
+        ------
+        NvcompError
+        """
+        out = _sz(0)
+        status = self._temp[fmt](chunks, max_chunk, self._opts, ctypes.byref(out), total, stream)
+        check_nvcomp(status, f"sizing the temp buffer of {chunks} {fmt} chunks")
+        return out.value
+
+    def decompress(self, fmt: str, *, src_ptrs: int, src_sizes: int, dst_caps: int, dst_actual: int,
+                   count: int, temp: int, temp_bytes: int, dst_ptrs: int, statuses: int, stream: int) -> None:
+        """Queue ``nvcompBatched<fmt>DecompressAsync`` on ``stream`` (device arrays).
+
+        Raises
+        ------
+        NvcompError
+            The launch failed (per-chunk results are in ``statuses``).
+        """
+        status = self._run[fmt](
+            src_ptrs, src_sizes, dst_caps, dst_actual, count, temp, temp_bytes, dst_ptrs,
+            self._opts, statuses, stream,
+        )
+        check_nvcomp(status, f"launching {count} {fmt} decompressions")

@@ -1,0 +1,120 @@
+"""Copies, allocations and synchronisation behind one small object.
+
+The staging and batching code issues every memory operation through an
+"ops" object, so that the hardware-engine backend can run in CI against a
+stand-in that keeps "device" memory on the host (``tests/standin_engine.py``).
+:class:`CudaOps` is the real one. An ops object provides:
+
+``activate()``, ``new_stream()``, ``alloc_device(nbytes, stream)``,
+``alloc_host(nbytes)`` (pinned), ``htod(dst, src, n, stream)``,
+``dtoh(dst, src, n, stream)``, ``synchronize(stream)``, ``describe()``.
+Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
+"""
+
+from __future__ import annotations
+
+from .check import check
+from .device import Device
+from .stream import Stream
+
+__all__ = ["CudaOps", "DeviceAllocation", "HostAllocation"]
+
+
+class DeviceAllocation:
+    """Device memory from ``cuMemAlloc`` (or a pool, see ``gpu/engine.py``), owned."""
+
+    def __init__(self, ptr: int, nbytes: int, free):
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self._free = free
+
+    def close(self) -> None:
+        """Free the memory (idempotent)."""
+        free, self._free = self._free, None
+        if free is not None:
+            free(self.ptr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class HostAllocation(DeviceAllocation):
+    """Pinned host memory from ``cuMemHostAlloc``, owned."""
+
+
+class CudaOps:
+    """Memory operations on one CUDA device, through the driver API.
+
+    Parameters
+    ----------
+    device : Device
+        Not owned: the caller closes it after this object.
+    """
+
+    def __init__(self, device: Device):
+        self.device = device
+
+    def describe(self) -> str:
+        return self.device.describe()
+
+    def activate(self) -> None:
+        self.device.activate()
+
+    def new_stream(self) -> Stream:
+        self.device.activate()
+        return Stream()
+
+    def alloc_device(self, nbytes: int, stream: Stream) -> DeviceAllocation:
+        """``nbytes`` of device memory (``stream`` unused: cuMemAlloc is synchronous).
+
+        Raises
+        ------
+        CudaError
+        """
+        from cuda.bindings import driver
+
+        self.device.activate()
+        ptr = int(check(driver.cuMemAlloc(nbytes), f"allocating {nbytes} bytes on {self.describe()}"))
+
+        def free(p):
+            check(driver.cuMemFree(p), "freeing device memory")
+
+        return DeviceAllocation(ptr, nbytes, free)
+
+    def alloc_host(self, nbytes: int) -> HostAllocation:
+        """``nbytes`` of pinned, portable host memory.
+
+        Raises
+        ------
+        CudaError
+        """
+        from cuda.bindings import driver
+
+        self.device.activate()
+        ptr = int(
+            check(
+                driver.cuMemHostAlloc(nbytes, driver.CU_MEMHOSTALLOC_PORTABLE),
+                f"allocating {nbytes} bytes of pinned host memory",
+            )
+        )
+
+        def free(p):
+            check(driver.cuMemFreeHost(p), "freeing pinned host memory")
+
+        return HostAllocation(ptr, nbytes, free)
+
+    def htod(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
+        from cuda.bindings import driver
+
+        check(driver.cuMemcpyHtoDAsync(dst, src, nbytes, stream.native), "copying to the device")
+
+    def dtoh(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
+        from cuda.bindings import driver
+
+        check(driver.cuMemcpyDtoHAsync(dst, src, nbytes, stream.native), "copying from the device")
+
+    def synchronize(self, stream: Stream) -> None:
+        stream.synchronize()

@@ -1,0 +1,164 @@
+"""Laying a merged batch out in a device arena, and the copies in and out.
+
+A batch is one or more *parts* (a caller's jobs with its own ``src`` and
+``dst`` host buffers). Compressed inputs are copied to the device in *runs*:
+jobs whose host ranges are close (gap up to :data:`MAX_GAP`) share one copy,
+so a column chunk's pages, with their headers between them, go in one copy
+straight from the pinned buffer the reader fetched into. Inputs of
+bitstreams that need an aligned start (raw deflate: 4 bytes in nvCOMP) get a
+copy each, to an aligned device address, instead of a host-side repack.
+
+Outputs land on the device with the same relative offsets as in the host
+``dst``, and come back in runs too: a run also carries the bytes between two
+outputs (page headers, still unwritten: the reader writes them after the
+backends return), except where the caller *protects* a range (the output of
+another backend of the same read) or the gap exceeds :data:`MAX_GAP`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..format.layout import Job
+
+__all__ = ["Part", "Placement", "place", "MAX_GAP", "DEVICE_ALIGN"]
+
+MAX_GAP = 64 << 10
+DEVICE_ALIGN = 256
+
+
+def _up(n: int, a: int = DEVICE_ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+@dataclass
+class Part:
+    """One caller's share of a batch.
+
+    ``protect`` holds sorted, disjoint ``(start, end)`` ranges of ``dst`` that
+    copies back must not touch.
+    """
+
+    jobs: Sequence[Job]
+    src: memoryview
+    dst: memoryview
+    protect: Sequence[tuple[int, int]] = ()
+    owner: object = None  # whatever the batcher uses to hand results back
+
+    @property
+    def out_bytes(self) -> int:
+        return sum(j.dst_size for j in self.jobs)
+
+
+@dataclass
+class Placement:
+    """Where every job of a batch lives in the arena (offsets from its base).
+
+    Attributes
+    ----------
+    jobs : list of Job
+        All jobs of the batch, grouped by bitstream (stable within a group).
+    part_of : numpy.ndarray
+        Index of the part each job came from.
+    src_dev, dst_dev : numpy.ndarray of uint64
+        Arena offsets of each job's input and output.
+    h2d : list of (part, host_offset, arena_offset, nbytes)
+    d2h : list of (part, arena_offset, host_offset, nbytes)
+    nbytes : int
+        Arena bytes the inputs and outputs take (scratch goes after).
+    """
+
+    jobs: list
+    part_of: np.ndarray
+    src_dev: np.ndarray
+    dst_dev: np.ndarray
+    h2d: list = field(default_factory=list)
+    d2h: list = field(default_factory=list)
+    nbytes: int = 0
+
+
+def _runs(ranges: list[tuple[int, int, int]], barrier: Callable[[int, int], bool]):
+    """Group sorted ``(start, end, idx)`` into runs; yields (start, end, [idx])."""
+    run_start = run_end = None
+    members: list[int] = []
+    for start, end, idx in ranges:
+        if run_end is not None and start - run_end <= MAX_GAP and not barrier(run_end, start):
+            run_end = max(run_end, end)
+            members.append(idx)
+            continue
+        if run_end is not None:
+            yield run_start, run_end, members
+        run_start, run_end, members = start, end, [idx]
+    if run_end is not None:
+        yield run_start, run_end, members
+
+
+def _barrier(protect: Sequence[tuple[int, int]]):
+    starts = [p[0] for p in protect]
+
+    def crosses(a: int, b: int) -> bool:
+        # Any protected range overlapping [a, b)?
+        i = bisect.bisect_right(starts, b - 1) - 1
+        while i >= 0 and protect[i][1] > a:
+            if protect[i][0] < b:
+                return True
+            i -= 1
+        return False
+
+    return crosses if protect else (lambda a, b: False)
+
+
+def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Callable[[Job], object]) -> Placement:
+    """Plan the arena layout and the copies of a batch.
+
+    Parameters
+    ----------
+    parts : sequence of Part
+    input_align : callable
+        ``input_align(algo)``: the alignment a bitstream's input needs.
+    order : callable
+        Sort key grouping jobs for the launch (usually the bitstream).
+
+    Returns
+    -------
+    Placement
+    """
+    flat = [(order(j), p, i) for p, part in enumerate(parts) for i, j in enumerate(part.jobs)]
+    flat.sort(key=lambda t: (t[0], t[1], t[2]))  # Python sort is stable; keys total anyway
+    index = {(p, i): k for k, (_, p, i) in enumerate(flat)}
+    n = len(flat)
+    src_dev = np.zeros(n, dtype=np.uint64)
+    dst_dev = np.zeros(n, dtype=np.uint64)
+    part_of = np.fromiter((p for _, p, _ in flat), dtype=np.int64, count=n)
+    jobs = [parts[p].jobs[i] for _, p, i in flat]
+    h2d: list = []
+    d2h: list = []
+    pos = 0
+    for p, part in enumerate(parts):
+        runs_in = []
+        for i, job in enumerate(part.jobs):
+            align = input_align(job.algo)
+            if align > 1:
+                # A copy of its own at an aligned address (no host repack).
+                h2d.append((p, job.src_offset, pos, job.src_size))
+                src_dev[index[(p, i)]] = pos
+                pos = _up(pos + job.src_size)
+            else:
+                runs_in.append((job.src_offset, job.src_offset + job.src_size, i))
+        runs_in.sort()
+        for start, end, members in _runs(runs_in, lambda a, b: False):
+            h2d.append((p, start, pos, end - start))
+            for i in members:
+                src_dev[index[(p, i)]] = pos + part.jobs[i].src_offset - start
+            pos = _up(pos + end - start)
+        outs = sorted((j.dst_offset, j.dst_offset + j.dst_size, i) for i, j in enumerate(part.jobs))
+        for start, end, members in _runs(outs, _barrier(part.protect)):
+            d2h.append((p, pos, start, end - start))
+            for i in members:
+                dst_dev[index[(p, i)]] = pos + part.jobs[i].dst_offset - start
+            pos = _up(pos + end - start)
+    return Placement(jobs, part_of, src_dev, dst_dev, h2d, d2h, pos)

@@ -1,0 +1,125 @@
+"""A stand-in of the CUDA hardware decompression engine, on host memory.
+
+Nobody here has a GPU with the engine (Blackwell), so CI checks the
+``hardware`` backend against this stand-in of the documented contract of
+``cuMemBatchDecompressAsync`` (gpu-facts.md §1): it reads the 64-byte params
+records (``src_num_bytes``, ``dst_num_bytes``, ``dst_act_bytes`` pointer,
+``src``, ``dst``, ``algo``), decompresses raw deflate, raw snappy and LZ4
+blocks with cramjam, writes ``dst`` and ``*dst_act_bytes`` (a u32), and
+raises the documented error (``CUDA_ERROR_NOT_SUPPORTED``, 801) for an
+algorithm bit outside the mask or a size over the maximum length. "Device"
+memory is host memory (numpy arrays); copies are memmoves; streams are
+synchronous. It has the methods of :class:`dask_hwdecomp.gpu.engine.EngineDriver`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import cramjam
+import numpy as np
+
+from dask_hwdecomp.gpu.check import CudaError
+from dask_hwdecomp.gpu.engine import PARAMS_DTYPE
+from dask_hwdecomp.gpu.ops import DeviceAllocation, HostAllocation
+
+_DECODERS = {
+    1: cramjam.deflate.decompress_into,
+    2: cramjam.snappy.decompress_raw_into,
+    4: cramjam.lz4.decompress_block_into,
+}
+
+
+class _Stream:
+    handle = 0
+
+    def synchronize(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def _not_supported(what: str) -> CudaError:
+    return CudaError(f"CUDA_ERROR_NOT_SUPPORTED: {what}", code=801, name="CUDA_ERROR_NOT_SUPPORTED")
+
+
+class StandinEngine:
+    """The engine contract on host memory.
+
+    Parameters
+    ----------
+    mask : int
+        ``MEM_DECOMPRESS_ALGORITHM_MASK`` to report (DEFLATE=1, SNAPPY=2, LZ4=4).
+    max_length : int
+        ``MEM_DECOMPRESS_MAXIMUM_LENGTH`` to report and enforce.
+    """
+
+    params_dtype = PARAMS_DTYPE
+    entry_point = "stand-in"
+
+    def __init__(self, mask: int = 7, max_length: int = 4 << 20):
+        self.mask = mask
+        self.max_length = max_length
+        self._live: dict[int, np.ndarray] = {}
+        self.calls: list[np.ndarray] = []  # copies of every params array submitted
+        self.device_allocations = 0
+
+    def describe(self) -> str:
+        return "stand-in engine"
+
+    def activate(self) -> None:
+        pass
+
+    def new_stream(self):
+        return _Stream()
+
+    def _alloc(self, nbytes: int, cls):
+        arr = np.zeros(nbytes, dtype=np.uint8)
+        ptr = int(arr.ctypes.data)
+        self._live[ptr] = arr
+        return cls(ptr, nbytes, lambda p: self._live.pop(p))
+
+    def alloc_device(self, nbytes: int, stream) -> DeviceAllocation:
+        self.device_allocations += 1
+        return self._alloc(nbytes, DeviceAllocation)
+
+    def alloc_host(self, nbytes: int) -> HostAllocation:
+        return self._alloc(nbytes, HostAllocation)
+
+    def htod(self, dst: int, src: int, nbytes: int, stream) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def dtoh(self, dst: int, src: int, nbytes: int, stream) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def synchronize(self, stream) -> None:
+        pass
+
+    def batch_decompress(self, params: np.ndarray, stream) -> None:
+        """The documented contract of one engine call (synchronous here).
+
+        Raises
+        ------
+        CudaError
+            ``CUDA_ERROR_NOT_SUPPORTED`` (801): an algorithm outside the mask
+            or a size over the maximum length. Nothing is decompressed then.
+        """
+        if params.dtype != PARAMS_DTYPE:
+            raise TypeError(f"params dtype {params.dtype} is not CUmemDecompressParams")
+        self.calls.append(params.copy())
+        for rec in params:
+            algo = int(rec["algo"])
+            if algo not in _DECODERS or not algo & self.mask:
+                raise _not_supported(f"algorithm {algo} is not in the mask {self.mask}")
+            if rec["src_num_bytes"] > self.max_length or rec["dst_num_bytes"] > self.max_length:
+                raise _not_supported(f"sizes {rec['src_num_bytes']}, {rec['dst_num_bytes']} exceed {self.max_length}")
+        for rec in params:
+            src = ctypes.string_at(int(rec["src"]), int(rec["src_num_bytes"]))
+            out = np.zeros(int(rec["dst_num_bytes"]), dtype=np.uint8)
+            try:
+                written = _DECODERS[int(rec["algo"])](src, out)
+            except Exception:  # corrupt input: undefined on the engine; report 0 bytes
+                written = 0
+            ctypes.memmove(int(rec["dst"]), out.ctypes.data, min(written, len(out)))
+            ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = written
