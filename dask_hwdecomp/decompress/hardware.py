@@ -60,7 +60,7 @@ def probe() -> str | None:
             mask, length = engine_capabilities(device)
             name = device.name
     except Exception as exc:  # the probe reports, it never raises
-        return f"CUDA driver unusable: {exc}"
+        return f"no CUDA device (the CUDA driver is unusable: {exc})"
     if not mask & sum(ALGO_BIT.values()):
         return f"engine algorithm mask is {mask} on device 0 ({name}): no hardware decompression engine"
     if length <= 0:

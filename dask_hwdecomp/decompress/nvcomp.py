@@ -49,7 +49,7 @@ def probe() -> str | None:
         if device_count() < 1:
             return "no CUDA device"
     except Exception as exc:  # the probe reports, it never raises
-        return f"CUDA driver unusable: {exc}"
+        return f"no CUDA device (the CUDA driver is unusable: {exc})"
     return None
 
 

@@ -1,0 +1,35 @@
+"""GPU test fixtures: skip only when a capability is really missing.
+
+The probe of each backend (:func:`dask_hwdecomp.decompress.registry.probe`)
+says why it cannot run here ("no CUDA device", "nvCOMP not installed ...");
+a test that needs the backend is skipped with that reason, nothing broader.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dask_hwdecomp.decompress import registry
+from dask_hwdecomp.options import Options
+
+GPU_OPTIONS = Options(backend="nvcomp", streams=2, batch_latency_ms=2.0)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/gpu/" in str(item.fspath):
+            item.add_marker(pytest.mark.gpu)
+
+
+@pytest.fixture(scope="session")
+def nvcomp_available():
+    reason = registry.probe("nvcomp")
+    if reason is not None:
+        pytest.skip(f"nvcomp backend unavailable: {reason}")
+    return True
+
+
+@pytest.fixture(scope="session")
+def nvcomp_backend(nvcomp_available):
+    """The process's nvCOMP backend (shared with the read path)."""
+    return registry.get_backend("nvcomp", GPU_OPTIONS)
