@@ -1,0 +1,25 @@
+"""Benchmarks of the read path: ``hwdecomp bench`` and :func:`run_bench`.
+
+One run generates (or takes) a dataset, measures ``dd.read_parquet`` with
+engine="pyarrow" against the hwdecomp engine variants, the decode-only bound,
+worker CPU seconds per GB, decompression alone per backend against the
+pinned copy bandwidth, and a batch-size sweep; it writes ``results.json``
+and ``report.md`` with PNG plots.
+
+Modules: :mod:`.system` (machine and versions), :mod:`.data` (datasets),
+:mod:`.variants` (the engines compared), :mod:`.endtoend`,
+:mod:`.decompression`, :mod:`.copybw`, :mod:`.targets`, :mod:`.plots`,
+:mod:`.report`, :mod:`.runner`.
+"""
+
+__all__ = ["BenchConfig", "run_bench"]
+
+
+def __getattr__(name):
+    # The runner imports dask and matplotlib: only on demand.
+    if name in __all__:
+        from . import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'dask_hwdecomp.bench' has no attribute {name!r}")
+

@@ -1,0 +1,223 @@
+"""Benchmark datasets on disk: one directory of files per (table, codec).
+
+Layout under ``root``::
+
+    <name>/<codec>/part-0000.parquet ...
+    <name>/manifest.json
+
+Every codec directory holds the same rows. A manifest records how the data
+was made, so a second run with the same settings reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from .tables import KINDS, bytes_per_row, make_table
+
+__all__ = ["CODECS", "Dataset", "generate", "from_user", "describe_dir"]
+
+# Our codec names -> pyarrow's ``compression`` argument. pyarrow's "lz4"
+# writes the LZ4_RAW codec.
+CODECS = {
+    "uncompressed": "none",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "lz4_raw": "lz4",
+    "zstd": "zstd",
+}
+
+
+@dataclass
+class Dataset:
+    """One table written in several codecs.
+
+    Attributes
+    ----------
+    name : str
+        ``"lineitem"``, ``"entropy"`` or ``"user"``.
+    dirs : dict
+        ``{codec: directory}``; ``"uncompressed"`` is always present (the
+        decode-only bound).
+    rows : int
+    arrow_bytes : int
+        Size of the table in Arrow memory (``pyarrow.Table.nbytes``).
+    file_bytes : dict
+        ``{codec: bytes on disk}``.
+    files : int
+        Files per codec.
+    """
+
+    name: str
+    dirs: dict
+    rows: int
+    arrow_bytes: int
+    file_bytes: dict = field(default_factory=dict)
+    files: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "dirs": {k: str(v) for k, v in self.dirs.items()},
+            "rows": self.rows,
+            "arrow_bytes": self.arrow_bytes,
+            "file_bytes": self.file_bytes,
+            "files": self.files,
+        }
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).glob("*.parquet"))
+
+
+def _write_part(kind: str, index: int, rows: int, first_row: int, seed: int, dirs: dict, row_group_rows) -> int:
+    table = make_table(kind, rows, seed + index, first_row)
+    use_dictionary = KINDS[kind][1]
+    for codec, path in dirs.items():
+        pq.write_table(
+            table,
+            Path(path) / f"part-{index:04d}.parquet",
+            compression=CODECS[codec],
+            use_dictionary=use_dictionary,
+            row_group_size=row_group_rows,
+        )
+    return table.nbytes
+
+
+def generate(
+    root,
+    kind: str,
+    arrow_bytes: int,
+    files: int,
+    codecs=tuple(CODECS),
+    seed: int = 42,
+    threads: int | None = None,
+    row_group_rows: int | None = None,
+    progress=None,
+) -> Dataset:
+    """Write (or reuse) table ``kind`` of about ``arrow_bytes`` in every codec.
+
+    Parameters
+    ----------
+    root : path
+        Directory the dataset goes under (``root/kind``).
+    kind : {"lineitem", "entropy"}
+    arrow_bytes : int
+        Target size of the table in Arrow memory.
+    files : int
+        Files per codec (a Dask partition each, by default).
+    codecs : sequence of str
+        Keys of :data:`CODECS`; ``"uncompressed"`` is always added.
+    seed : int
+    threads : int, optional
+        Files generated at once (default: all cores).
+    row_group_rows : int, optional
+        Rows per row group (default: pyarrow's).
+    progress : callable, optional
+        Called with the number of files done, after each file.
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    KeyError
+        An unknown kind or codec.
+    """
+    codecs = ["uncompressed"] + [c for c in codecs if c != "uncompressed"]
+    for c in codecs:
+        CODECS[c]  # noqa: B018 - raise KeyError early
+    base = Path(root) / kind
+    wanted = {
+        "kind": kind,
+        "arrow_bytes": int(arrow_bytes),
+        "files": int(files),
+        "codecs": codecs,
+        "seed": seed,
+        "row_group_rows": row_group_rows,
+    }
+    manifest = base / "manifest.json"
+    dirs = {c: base / c for c in codecs}
+    if manifest.exists():
+        old = json.loads(manifest.read_text())
+        if old.get("made_with") == wanted:
+            if progress:
+                progress(files)
+            return Dataset(kind, dirs, old["rows"], old["table_bytes"], {c: _dir_bytes(d) for c, d in dirs.items()}, files)
+    if base.exists():
+        shutil.rmtree(base)
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    per_row = bytes_per_row(kind)
+    rows_per_file = max(1, int(arrow_bytes / per_row / files))
+    threads = threads or os.cpu_count() or 1
+    total = 0
+    with ThreadPoolExecutor(min(threads, files)) as pool:
+        futures = [
+            pool.submit(_write_part, kind, i, rows_per_file, i * rows_per_file, seed, dirs, row_group_rows)
+            for i in range(files)
+        ]
+        for i, fut in enumerate(futures):
+            total += fut.result()
+            if progress:
+                progress(1)
+    rows = rows_per_file * files
+    manifest.write_text(json.dumps({"made_with": wanted, "rows": rows, "table_bytes": total}, indent=1))
+    return Dataset(kind, dirs, rows, total, {c: _dir_bytes(d) for c, d in dirs.items()}, files)
+
+
+def describe_dir(path) -> tuple[int, int, str]:
+    """(rows, Arrow bytes, codec name) of a directory of Parquet files.
+
+    The Arrow size is read from the files (footers give no Arrow size).
+    """
+    files = sorted(Path(path).glob("*.parquet")) or sorted(Path(path).rglob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no *.parquet files under {path}")
+    rows = nbytes = 0
+    for f in files:
+        t = pq.read_table(f)
+        rows += t.num_rows
+        nbytes += t.nbytes
+    codec = pq.ParquetFile(files[0]).metadata.row_group(0).column(0).compression
+    return rows, nbytes, str(codec).lower()
+
+
+def from_user(path, root, threads: int | None = None) -> Dataset:
+    """Take a user's directory of Parquet files, plus an uncompressed copy.
+
+    The copy (``root/user/uncompressed``) keeps each file's row groups and
+    is the decode-only bound.
+
+    Raises
+    ------
+    FileNotFoundError
+        No Parquet files under ``path``.
+    """
+    path = Path(path)
+    rows, nbytes, codec = describe_dir(path)
+    files = sorted(path.glob("*.parquet")) or sorted(path.rglob("*.parquet"))
+    copy = Path(root) / "user" / "uncompressed"
+    if copy.exists():
+        shutil.rmtree(copy)
+    copy.mkdir(parents=True)
+
+    def rewrite(i_f):
+        i, f = i_f
+        pf = pq.ParquetFile(f)
+        rg_rows = max(1, pf.metadata.row_group(0).num_rows) if pf.metadata.num_row_groups else None
+        pq.write_table(pf.read(), copy / f"part-{i:04d}.parquet", compression="none", row_group_size=rg_rows)
+
+    with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
+        list(pool.map(rewrite, enumerate(files)))
+    name = codec if codec != "uncompressed" else "as-is"
+    dirs = {"uncompressed": copy, name: path}
+    return Dataset("user", dirs, rows, nbytes, {c: _dir_bytes(d) for c, d in dirs.items()}, len(files))
