@@ -1,0 +1,233 @@
+"""``dd.read_parquet`` end to end: GB/s, worker CPU seconds, stage times.
+
+Two schedulers, same cluster shape: a distributed ``LocalCluster`` of
+``workers`` processes × ``threads`` (the result persisted in the workers,
+then released), and the threaded scheduler with ``workers × threads``
+threads in this process. Throughput counts the whole call, graph
+construction included. CPU seconds are the user+system time of the worker
+processes (of this process, threaded) over the read. Stage times come from
+the hwdecomp engine's :class:`~dask_hwdecomp.ReadReport`, gathered in this
+process, so only under the threaded scheduler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from dataclasses import dataclass
+
+import dask.dataframe as dd
+import psutil
+
+from ..report import ReadReport, collect_reports
+from .data import Dataset
+from .stats import summarize
+from .variants import Variant
+
+__all__ = ["ClusterShape", "Scheduler", "local_cluster", "threaded", "measure_read", "measure_dataset"]
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """Workers × threads per worker."""
+
+    workers: int
+    threads: int
+
+    def __str__(self) -> str:
+        return f"{self.workers}x{self.threads}"
+
+
+def _process_cpu_seconds() -> float:
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+class Scheduler:
+    """Where reads run; subclasses say how to persist and count CPU time."""
+
+    name = "?"
+
+    def persist_and_release(self, df) -> None:
+        raise NotImplementedError
+
+    def cpu_seconds(self) -> float:
+        raise NotImplementedError
+
+    def in_process(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class _Distributed(Scheduler):
+    name = "distributed"
+
+    def __init__(self, shape: ClusterShape):
+        from distributed import Client, LocalCluster
+
+        self.cluster = LocalCluster(
+            n_workers=shape.workers,
+            threads_per_worker=shape.threads,
+            processes=True,
+            memory_limit=0,  # no spilling: it would time the disk, not the read
+            dashboard_address=None,
+        )
+        # The default client: dask-expr's persist looks it up.
+        self.client = Client(self.cluster)
+
+    def persist_and_release(self, df) -> None:
+        from distributed import wait
+
+        persisted = self.client.persist(df)
+        wait(persisted)
+        del persisted
+        self.client.run(gc.collect)
+
+    def cpu_seconds(self) -> float:
+        return sum(self.client.run(_process_cpu_seconds).values())
+
+    def close(self) -> None:
+        self.client.close()
+        self.cluster.close()
+
+
+class _Threaded(Scheduler):
+    name = "threads"
+
+    def __init__(self, shape: ClusterShape):
+        self.threads = shape.workers * shape.threads
+
+    def persist_and_release(self, df) -> None:
+        persisted = df.persist(scheduler="threads", num_workers=self.threads)
+        del persisted
+        gc.collect()
+
+    def cpu_seconds(self) -> float:
+        return _process_cpu_seconds()
+
+    def in_process(self) -> bool:
+        return True
+
+
+@contextlib.contextmanager
+def local_cluster(shape: ClusterShape):
+    """A :class:`Scheduler` on a distributed LocalCluster of ``shape``."""
+    s = _Distributed(shape)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@contextlib.contextmanager
+def threaded(shape: ClusterShape):
+    """A :class:`Scheduler` on the threaded scheduler, ``workers × threads`` threads."""
+    yield _Threaded(shape)
+
+
+def measure_read(scheduler: Scheduler, variant: Variant, path) -> dict:
+    """Read ``path`` once with ``variant``; seconds, CPU seconds, report.
+
+    Returns
+    -------
+    dict
+        ``{"seconds", "cpu_seconds", "report"}`` (report: a ReadReport
+        dict, or None when not gathered).
+    """
+    collect = collect_reports() if (scheduler.in_process() and variant.is_hwdecomp) else contextlib.nullcontext()
+    cpu0 = scheduler.cpu_seconds()
+    with collect as report:
+        t0 = time.perf_counter()
+        df = dd.read_parquet(str(path), engine=variant.engine, **variant.kwargs)
+        scheduler.persist_and_release(df)
+        seconds = time.perf_counter() - t0
+    cpu = scheduler.cpu_seconds() - cpu0
+    return {"seconds": seconds, "cpu_seconds": cpu, "report": report.to_dict() if isinstance(report, ReadReport) else None}
+
+
+def _mean_report(reports: list[dict]) -> dict | None:
+    reports = [r for r in reports if r]
+    if not reports:
+        return None
+    n = len(reports)
+    stages = {}
+    for r in reports:
+        for k, v in r["stages_s"].items():
+            stages[k] = stages.get(k, 0.0) + v / n
+    backends = {}
+    for r in reports:
+        for entry in r["by_backend"]:
+            key = f"{entry['codec']} on {entry['backend']}"
+            backends.setdefault(key, {"pages": 0, "uncompressed_bytes": 0, "seconds": 0.0})
+            backends[key]["pages"] += entry["pages"] // n
+            backends[key]["uncompressed_bytes"] += entry["uncompressed_bytes"] // n
+            backends[key]["seconds"] += entry["seconds"] / n
+    last = reports[-1]
+    return {
+        "stages_s": stages,
+        "backends": backends,
+        "batches": last["batches"],
+        "fallbacks": last["fallbacks"],
+        "retries": last["retries"],
+    }
+
+
+def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repeats: int, warmup: bool = True, tick=None) -> dict:
+    """Every usable variant on every codec of ``dataset``, ``repeats`` times.
+
+    Runs are interleaved (repeat, codec, variant) so that drift of the
+    machine spreads over all variants alike.
+
+    Returns
+    -------
+    dict
+        ``{variant: {codec: figures}}``; figures hold summaries of
+        ``seconds``, ``arrow_gbps``, ``file_gbps``, ``cpu_s_per_gb`` and a
+        mean ``report``, or an ``error``.
+    """
+    usable = {k: v for k, v in variants.items() if v.unavailable is None}
+    raw: dict = {v: {c: [] for c in dataset.dirs} for v in usable}
+    errors: dict = {}
+    if warmup:
+        first = next(iter(dataset.dirs.values()))
+        for name, variant in usable.items():
+            try:
+                measure_read(scheduler, variant, first)
+            except Exception as exc:  # reported per variant, the run goes on
+                errors[(name, None)] = f"{type(exc).__name__}: {exc}"
+    for _ in range(repeats):
+        for codec, path in dataset.dirs.items():
+            for name, variant in usable.items():
+                if (name, codec) in errors or (name, None) in errors:
+                    continue
+                try:
+                    raw[name][codec].append(measure_read(scheduler, variant, path))
+                except Exception as exc:
+                    errors[(name, codec)] = f"{type(exc).__name__}: {exc}"
+                if tick:
+                    tick()
+    gb = dataset.arrow_bytes / 1e9
+    out: dict = {}
+    for name in variants:
+        out[name] = {}
+        for codec in dataset.dirs:
+            if name not in usable:
+                out[name][codec] = {"error": f"unavailable: {variants[name].unavailable}"}
+                continue
+            err = errors.get((name, codec)) or errors.get((name, None))
+            runs = raw[name][codec]
+            if err or not runs:
+                out[name][codec] = {"error": err or "no run"}
+                continue
+            secs = [r["seconds"] for r in runs]
+            out[name][codec] = {
+                "seconds": summarize(secs),
+                "arrow_gbps": summarize([gb / s for s in secs]),
+                "file_gbps": summarize([dataset.file_bytes[codec] / 1e9 / s for s in secs]),
+                "cpu_s_per_gb": summarize([r["cpu_seconds"] / gb for r in runs]),
+                "report": _mean_report([r["report"] for r in runs]),
+            }
+    return out

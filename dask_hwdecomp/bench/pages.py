@@ -1,0 +1,117 @@
+"""Compressed pages for decompression-only measurements.
+
+Pages are 1 MiB slices of the uncompressed Parquet files of a benchmark
+dataset (real encoded page data: dictionary indices, plain values, levels),
+each compressed the way its Parquet codec stores it, as the bitstream a
+backend receives: raw Snappy, raw deflate (what a GZIP page becomes after
+its header and trailer are stripped), LZ4 block, zstd frame.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import cramjam
+
+from ..errors import PageLocation
+from ..format.codecs import Algo
+from ..format.layout import Job
+from ..format.structs import Codec
+
+__all__ = ["PAGE_CODECS", "PageSet", "read_plain_pages", "compress_pages"]
+
+# codec name -> (bitstream, Parquet codec id, compressor)
+PAGE_CODECS = {
+    "snappy": (Algo.SNAPPY, Codec.SNAPPY, cramjam.snappy.compress_raw),
+    "gzip": (Algo.DEFLATE, Codec.GZIP, cramjam.deflate.compress),
+    "lz4_raw": (Algo.LZ4, Codec.LZ4_RAW, lambda b: cramjam.lz4.compress_block(b, store_size=False)),
+    "zstd": (Algo.ZSTD, Codec.ZSTD, cramjam.zstd.compress),
+}
+
+
+@dataclass
+class PageSet:
+    """Compressed pages laid end to end, and the jobs that decompress them.
+
+    Attributes
+    ----------
+    codec : str
+    src : bytes
+        All compressed pages, each at its job's ``src_offset``.
+    jobs : list of Job
+    out_bytes : int
+        Total output (destination buffer size).
+    """
+
+    codec: str
+    src: bytes
+    jobs: list
+    out_bytes: int
+
+    @property
+    def ratio(self) -> float:
+        return self.out_bytes / max(1, len(self.src))
+
+    def head(self, n: int) -> "PageSet":
+        """The first ``n`` pages (their offsets are unchanged)."""
+        jobs = self.jobs[:n]
+        end_src = max(j.src_offset + j.src_size for j in jobs)
+        end_dst = max(j.dst_offset + j.dst_size for j in jobs)
+        return PageSet(self.codec, self.src[:end_src], jobs, end_dst)
+
+
+def read_plain_pages(files, total_bytes: int, page_bytes: int = 1 << 20) -> list[bytes]:
+    """Cut up to ``total_bytes`` of ``files`` into pages of ``page_bytes``.
+
+    The files are read in turn, wrapping around when they hold less.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``files`` is empty.
+    """
+    files = [Path(f) for f in files]
+    if not files:
+        raise FileNotFoundError("no files to cut pages from")
+    pages: list[bytes] = []
+    want = max(1, total_bytes // page_bytes)
+    while len(pages) < want:
+        before = len(pages)
+        for f in files:
+            data = f.read_bytes()
+            for off in range(0, len(data) - page_bytes + 1, page_bytes):
+                pages.append(data[off : off + page_bytes])
+                if len(pages) == want:
+                    return pages
+        if len(pages) == before:  # files smaller than one page: take them whole
+            pages.extend(f.read_bytes() for f in files)
+    return pages[:want]
+
+
+def compress_pages(codec: str, pages: list[bytes], threads: int | None = None) -> PageSet:
+    """Compress every page with ``codec`` (a key of :data:`PAGE_CODECS`).
+
+    Raises
+    ------
+    KeyError
+        An unknown codec.
+    """
+    algo, parquet_codec, compress = PAGE_CODECS[codec]
+    with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
+        blobs = list(pool.map(lambda p: bytes(compress(p)), pages))
+    jobs = []
+    src_off = dst_off = 0
+    for i, (page, blob) in enumerate(zip(pages, blobs)):
+        # 4-byte aligned starts: nvCOMP's deflate requires it.
+        pad = -src_off % 4
+        src_off += pad
+        blobs[i] = b"\0" * pad + blob
+        jobs.append(
+            Job(algo, src_off, len(blob), dst_off, len(page), int(parquet_codec), PageLocation(file="bench", page=i))
+        )
+        src_off += len(blob)
+        dst_off += len(page)
+    return PageSet(codec, b"".join(blobs), jobs, dst_off)

@@ -1,0 +1,88 @@
+"""The engines a run compares: a dict of named variants, pyarrow included.
+
+Each variant says how to call ``dd.read_parquet`` (``engine`` and extra
+keywords) or why it cannot run here. ``pyarrow`` is the plain CPU baseline;
+``hwdecomp-auto`` is what a user gets by default; ``hwdecomp-<backend>``
+pins one backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..decompress import registry
+
+__all__ = ["Variant", "engine_variants", "BASELINE", "DEFAULT"]
+
+BASELINE = "pyarrow"
+DEFAULT = "hwdecomp-auto"
+
+
+@dataclass
+class Variant:
+    """One way of reading.
+
+    Attributes
+    ----------
+    name : str
+    engine : object
+        ``engine=`` for ``dd.read_parquet`` (None when unavailable).
+    kwargs : dict
+        Further keywords for ``dd.read_parquet``.
+    backend : str or None
+        The hwdecomp backend pinned, ``"auto"``, or None for pyarrow.
+    unavailable : str or None
+        Why it cannot run here.
+    """
+
+    name: str
+    engine: object = None
+    kwargs: dict = field(default_factory=dict)
+    backend: str | None = None
+    unavailable: str | None = None
+
+    @property
+    def is_hwdecomp(self) -> bool:
+        return self.backend is not None
+
+
+def _hwdecomp_engine():
+    """The engine class, or (None, why not)."""
+    try:
+        from dask_hwdecomp import hwdecomp
+    except (ImportError, AttributeError) as exc:
+        return None, f"the hwdecomp Dask engine cannot be imported: {exc}"
+    return hwdecomp, None
+
+
+def engine_variants(backends=("auto", "cpu", "nvcomp", "hardware"), options: dict | None = None) -> dict:
+    """``{name: Variant}``: pyarrow, then hwdecomp with each backend asked for.
+
+    Parameters
+    ----------
+    backends : sequence of str
+        hwdecomp backends to include (``"auto"`` and registry names).
+    options : dict, optional
+        Further ``hwdecomp_options`` for every hwdecomp variant.
+
+    Returns
+    -------
+    dict
+        Unavailable variants are included, with the reason.
+    """
+    out = {BASELINE: Variant(BASELINE, engine="pyarrow")}
+    engine, why = _hwdecomp_engine()
+    for backend in backends:
+        name = f"hwdecomp-{backend}"
+        reason = why
+        if reason is None and backend not in ("auto", "cpu"):
+            reason = registry.probe(backend)
+        opts = {**(options or {}), "backend": backend}
+        out[name] = Variant(
+            name,
+            engine=engine if reason is None else None,
+            kwargs={"hwdecomp_options": opts},
+            backend=backend,
+            unavailable=reason,
+        )
+    return out
