@@ -1,0 +1,151 @@
+"""The report's PNG plots (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .variants import BASELINE  # noqa: E402
+
+__all__ = ["plot_all"]
+
+
+def _med(fig, key):
+    if not isinstance(fig, dict) or "error" in fig or not fig.get(key):
+        return None
+    return fig[key]
+
+
+def _bars(ax, per_variant: dict, key: str, codecs: list[str], title: str, ylabel: str, bound_line: bool):
+    names = [n for n, v in per_variant.items() if any(_med(f, key) for f in v.values())]
+    width = 0.8 / max(1, len(names))
+    for i, name in enumerate(names):
+        xs, ys, lo, hi = [], [], [], []
+        for j, codec in enumerate(codecs):
+            s = _med(per_variant[name].get(codec), key)
+            if s is None:
+                continue
+            xs.append(j + (i - (len(names) - 1) / 2) * width)
+            ys.append(s["median"])
+            lo.append(s["median"] - s["min"])
+            hi.append(s["max"] - s["median"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name)
+    bound = _med(per_variant.get(BASELINE, {}).get("uncompressed"), key)
+    if bound_line and bound:
+        ax.axhline(bound["median"], color="k", ls="--", lw=1, label="pyarrow, uncompressed copy")
+    ax.set_xticks(range(len(codecs)), codecs, rotation=20)
+    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(ylabel)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def _grid(endtoend: dict, key: str, ylabel: str, path: Path, schedulers=None) -> Path | None:
+    cells = [
+        (ds, sched, per_variant)
+        for ds, per_sched in endtoend.items()
+        for sched, per_variant in per_sched.items()
+        if schedulers is None or sched in schedulers
+    ]
+    if not cells:
+        return None
+    fig, axes = plt.subplots(len(cells), 1, figsize=(8, 3.2 * len(cells)), squeeze=False)
+    for ax, (ds, sched, per_variant) in zip(axes[:, 0], cells):
+        codecs = list(next(iter(per_variant.values())).keys())
+        _bars(ax, per_variant, key, codecs, f"{ds} — {sched}", ylabel, bound_line=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _stages(endtoend: dict, arrow_bytes: dict, path: Path) -> Path | None:
+    rows = []
+    for ds, per_sched in endtoend.items():
+        for name, per_codec in per_sched.get("threads", {}).items():
+            for codec, fig in per_codec.items():
+                rep = fig.get("report") if isinstance(fig, dict) else None
+                if rep:
+                    gb = arrow_bytes[ds] / 1e9
+                    rows.append((f"{ds}\n{name.replace('hwdecomp-', '')}\n{codec}", {k: v / gb for k, v in rep["stages_s"].items()}))
+    if not rows:
+        return None
+    stages = list(rows[0][1])
+    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(rows)), 4.5))
+    bottom = [0.0] * len(rows)
+    for stage in stages:
+        vals = [r[1].get(stage, 0.0) for r in rows]
+        ax.bar(range(len(rows)), vals, bottom=bottom, label=stage)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(range(len(rows)), [r[0] for r in rows], fontsize=6)
+    ax.set_ylabel("seconds per GB of Arrow data\n(summed over threads)")
+    ax.set_title("hwdecomp stage breakdown (threaded scheduler)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _decompress(dec: dict, copy: dict, path: Path) -> Path | None:
+    backends = dec.get("backends", {})
+    if not backends:
+        return None
+    codecs = sorted({c for v in backends.values() for c in v})
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    _bars(ax, backends, "gbps", codecs, "decompression alone, host to host", "GB/s of output", bound_line=False)
+    pinned = (copy or {}).get("pinned")
+    if pinned:
+        ax.axhline(pinned["d2h"]["median"], color="r", ls=":", lw=1, label="pinned copy D2H")
+        ax.axhline(pinned["h2d"]["median"], color="m", ls=":", lw=1, label="pinned copy H2D")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _sweep(dec: dict, path: Path) -> Path | None:
+    sweep = dec.get("sweep", {})
+    lines = []
+    for label, per_codec in sweep.items():
+        for codec, points in per_codec.items():
+            by_streams: dict = {}
+            for p in points:
+                if p.get("gbps"):
+                    by_streams.setdefault(p["streams"], []).append((p["pages_per_call"], p["gbps"]["median"]))
+            for s, pts in by_streams.items():
+                lines.append((f"{label} {codec}" + (f" {s} streams" if s else ""), sorted(pts)))
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name, pts in lines:
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("pages (1 MiB) per batched call")
+    ax.set_ylabel("GB/s of output")
+    ax.set_title("batch size sweep", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_all(results: dict, out_dir) -> dict:
+    """Write every plot the results allow; ``{name: file name}``."""
+    out_dir = Path(out_dir)
+    e2e = results.get("endtoend", {})
+    arrow_bytes = {k: v["arrow_bytes"] for k, v in results.get("datasets", {}).items()}
+    made = {
+        "throughput": _grid(e2e, "arrow_gbps", "GB/s of Arrow data", out_dir / "throughput.png"),
+        "cpu": _grid(e2e, "cpu_s_per_gb", "CPU s per GB of Arrow data", out_dir / "cpu_seconds.png"),
+        "stages": _stages(e2e, arrow_bytes, out_dir / "stages.png"),
+        "decompression": _decompress(results.get("decompression", {}), results.get("copy_bandwidth"), out_dir / "decompression.png"),
+        "sweep": _sweep(results.get("decompression", {}), out_dir / "batch_sweep.png"),
+    }
+    return {k: v.name for k, v in made.items() if v is not None}

@@ -1,0 +1,182 @@
+"""``report.md``: the run's figures as tables, the target checks, the plots."""
+
+from __future__ import annotations
+
+from .stats import ratio
+from .system import format_system
+from .variants import BASELINE
+
+__all__ = ["render_report"]
+
+
+def _fmt(summary, digits: int = 3) -> str:
+    """Median (min–max) to ``digits`` significant figures."""
+    if not summary or summary.get("median") is None:
+        return "–"
+    if summary["n"] == 1:
+        return f"{summary['median']:.{digits}g}"
+    return f"{summary['median']:.{digits}g} ({summary['min']:.{digits}g}–{summary['max']:.{digits}g})"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _cell(fig, key):
+    if not isinstance(fig, dict):
+        return "–"
+    if "error" in fig:
+        return "n/a" if fig["error"].startswith("unavailable") else "error"
+    return _fmt(fig.get(key))
+
+
+def _e2e_section(results: dict) -> list[str]:
+    lines = []
+    for ds, per_sched in results.get("endtoend", {}).items():
+        for sched, per_variant in per_sched.items():
+            names = list(per_variant)
+            codecs = list(next(iter(per_variant.values())).keys())
+            bound = per_variant.get(BASELINE, {}).get("uncompressed", {})
+            lines += ["", f"### {ds}, {sched} scheduler", ""]
+            rows = []
+            for codec in codecs:
+                row = [codec]
+                for n in names:
+                    row.append(_cell(per_variant[n].get(codec), "arrow_gbps"))
+                for n in names[1:]:
+                    fig = per_variant[n].get(codec, {})
+                    r = ratio(fig.get("arrow_gbps") if "error" not in fig else None, per_variant[BASELINE].get(codec, {}).get("arrow_gbps"))
+                    b = ratio(fig.get("arrow_gbps") if "error" not in fig else None, bound.get("arrow_gbps") if "error" not in bound else None)
+                    row.append(f"{r:.2f} / {b:.2f}" if r and b else "–")
+                rows.append(row)
+            lines.append("GB/s of Arrow data, median (min–max); ratios: vs pyarrow on the same codec / vs pyarrow on the uncompressed copy.")
+            lines.append("")
+            lines += _table(["codec"] + names + [f"{n}: ratios" for n in names[1:]], rows)
+            lines += ["", "GB/s of file bytes and worker CPU seconds per GB of Arrow data:", ""]
+            rows = [
+                [codec]
+                + [_cell(per_variant[n].get(codec), "file_gbps") for n in names]
+                + [_cell(per_variant[n].get(codec), "cpu_s_per_gb") for n in names]
+                for codec in codecs
+            ]
+            lines += _table(["codec"] + [f"{n} file GB/s" for n in names] + [f"{n} CPU s/GB" for n in names], rows)
+            errors = {
+                f"{n} / {c}": f["error"]
+                for n, v in per_variant.items()
+                for c, f in v.items()
+                if isinstance(f, dict) and "error" in f
+            }
+            if errors:
+                lines += ["", "Not measured: " + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())[:8])]
+    return lines
+
+
+def _stage_section(results: dict) -> list[str]:
+    rows = []
+    for ds, per_sched in results.get("endtoend", {}).items():
+        gb = results["datasets"][ds]["arrow_bytes"] / 1e9
+        for name, per_codec in per_sched.get("threads", {}).items():
+            for codec, fig in per_codec.items():
+                rep = fig.get("report") if isinstance(fig, dict) else None
+                if not rep:
+                    continue
+                st = rep["stages_s"]
+                rows.append(
+                    [ds, name, codec]
+                    + [f"{st.get(k, 0.0) / gb:.3f}" for k in ("io", "scan", "decompress", "decode")]
+                    + [", ".join(sorted(rep.get("backends", {}))) or "–", str(rep.get("batches", ""))]
+                )
+    if not rows:
+        return ["", "No stage report (no hwdecomp variant ran under the threaded scheduler)."]
+    return ["", "Seconds per GB of Arrow data, summed over threads (mean of repeats):", ""] + _table(
+        ["dataset", "variant", "codec", "io", "scan", "decompress", "decode", "decompressed by", "batches"], rows
+    )
+
+
+def _decompress_section(results: dict) -> list[str]:
+    dec = results.get("decompression", {})
+    lines = []
+    copy = results.get("copy_bandwidth", {})
+    if "skipped" in copy:
+        lines.append(f"Pinned copy bandwidth: not measured ({copy['skipped']}).")
+    elif copy:
+        for kind in ("pinned", "pageable"):
+            if kind in copy:
+                lines.append(f"{kind.capitalize()} copies, GB/s: host to device {_fmt(copy[kind]['h2d'], 1)}, device to host {_fmt(copy[kind]['d2h'], 1)}.")
+    for name, why in dec.get("unavailable", {}).items():
+        lines.append(f"Backend {name} not measured: {why}.")
+    backends = dec.get("backends", {})
+    if backends:
+        codecs = sorted({c for v in backends.values() for c in v})
+        lines += ["", "GB/s of output, median (min–max); compression ratio of the pages: "
+                  + ", ".join(f"{c} {r:.2f}" for c, r in dec.get("ratios", {}).items()), ""]
+        rows = [[label] + [_cell(per.get(c), "gbps") for c in codecs] for label, per in backends.items()]
+        lines += _table(["backend"] + codecs, rows)
+    sweep = dec.get("sweep", {})
+    if sweep:
+        lines += ["", "Sweep (GB/s of output, median), by pages per call:", ""]
+        sizes = sorted({p["pages_per_call"] for v in sweep.values() for pts in v.values() for p in pts})
+        rows = []
+        for label, per_codec in sweep.items():
+            for codec, pts in per_codec.items():
+                for s in dict.fromkeys(p["streams"] for p in pts):
+                    by = {p["pages_per_call"]: p for p in pts if p["streams"] == s}
+                    rows.append([label, codec, str(s or "–")] + [(_fmt(by[n]["gbps"], 1) if n in by and "gbps" in by[n] else "–") for n in sizes])
+        lines += _table(["backend", "codec", "streams"] + [str(n) for n in sizes], rows)
+    return lines
+
+
+def _targets_section(checks: list[dict]) -> list[str]:
+    rows = []
+    for c in checks:
+        met = {True: "met", False: "**missed**", None: "not measured"}[c.get("met")]
+        rows.append([c["what"], c["target"], c.get("measured") or "–", met, c.get("limit", "")])
+    return _table(["target", "wanted", "measured", "", "by how much, and what limits it"], rows)
+
+
+def render_report(results: dict, checks: list[dict], plots: dict) -> str:
+    """The Markdown report of one run."""
+    cfg = results["config"]
+    lines = [
+        f"# hwdecomp benchmark — {results['started']}",
+        "",
+        f"Command: `{cfg.get('command', 'run_bench(...)')}`",
+        "",
+        "## System",
+        "",
+        "```",
+        format_system(results["system"]),
+        "```",
+        "",
+        f"Cluster shape: {cfg['workers']} workers × {cfg['threads']} threads (threaded scheduler: {cfg['workers'] * cfg['threads']} threads). "
+        f"Repeats: {cfg['repeats']} (after one warm-up read per variant). Files are in the page cache (written just before, or read in the warm-up): "
+        "the figures are the read path's, not the disk's. Throughput counts the whole `dd.read_parquet(...).persist()` call, graph construction included.",
+        "",
+        "## Datasets",
+        "",
+    ]
+    rows = []
+    for ds, d in results.get("datasets", {}).items():
+        for codec, nbytes in d["file_bytes"].items():
+            rows.append([ds, codec, str(d["rows"]), f"{d['arrow_bytes'] / 1e9:.3f}", f"{nbytes / 1e9:.3f}", f"{d['arrow_bytes'] / max(1, nbytes):.2f}", str(d["files"])])
+    lines += _table(["dataset", "codec", "rows", "Arrow GB", "file GB", "Arrow / file", "files"], rows)
+    lines += ["", "## Targets (issue 5)", ""] + _targets_section(checks)
+    lines += ["", "## End to end: `dd.read_parquet`"] + _e2e_section(results)
+    if "throughput" in plots:
+        lines += ["", f"![throughput]({plots['throughput']})"]
+    if "cpu" in plots:
+        lines += ["", f"![CPU seconds per GB]({plots['cpu']})"]
+    lines += ["", "## Stage breakdown (hwdecomp, threaded scheduler)"] + _stage_section(results)
+    if "stages" in plots:
+        lines += ["", f"![stages]({plots['stages']})"]
+    lines += ["", "## Decompression alone, host to host", ""] + _decompress_section(results)
+    for key in ("decompression", "sweep"):
+        if key in plots:
+            lines += ["", f"![{key}]({plots[key]})"]
+    skipped = results.get("skipped", {})
+    if skipped:
+        lines += ["", "## Not run", ""] + [f"- {k}: {v}" for k, v in skipped.items()]
+    lines.append("")
+    return "\n".join(lines)

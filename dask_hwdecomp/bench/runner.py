@@ -1,0 +1,247 @@
+"""One benchmark run: data, measurements, ``results.json``, ``report.md``.
+
+The parts, each selectable:
+
+``e2e``
+    ``dd.read_parquet`` with every engine variant, on each scheduler: GB/s,
+    worker CPU seconds per GB, stage times (measurements 1 to 3 of issue 5).
+``decompress``
+    Decompression alone per backend, host to host (4).
+``copy``
+    Pinned and pageable copy bandwidth (4's physical limit).
+``sweep``
+    Pages per batched call, and streams for GPU backends (5).
+
+Results are written after every part, so a run cut short keeps what it
+measured.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from .data import CODECS, from_user, generate
+from .system import format_system, system_info
+
+__all__ = ["BenchConfig", "run_bench", "PARTS", "SCHEDULERS"]
+
+PARTS = ("e2e", "decompress", "copy", "sweep")
+SCHEDULERS = ("distributed", "threads")
+
+
+def _default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@dataclass
+class BenchConfig:
+    """What one run measures, and where it writes.
+
+    Parameters
+    ----------
+    out_dir : path
+        ``results.json``, ``report.md`` and the PNGs go here.
+    data_dir : path, optional
+        Where datasets are written (default ``out_dir/data``); reused when
+        made with the same settings.
+    size_bytes : int
+        Arrow bytes of each generated dataset (each codec holds all of it).
+    datasets : tuple of str
+        Generated tables: ``"lineitem"``, ``"entropy"``.
+    user_dataset : path, optional
+        A directory of Parquet files measured as it is, against an
+        uncompressed copy written under ``data_dir``.
+    codecs : tuple of str
+        Codecs of the generated datasets (uncompressed is always written).
+    files : int
+        Files per codec directory.
+    repeats : int
+        Timed repeats of every figure.
+    parts : tuple of str
+        Which of :data:`PARTS` to run.
+    schedulers : tuple of str
+        Which of :data:`SCHEDULERS` the end-to-end part uses.
+    workers, threads : int
+        Cluster shape: worker processes × threads per worker.
+    backends : tuple of str
+        hwdecomp backends to compare (``"auto"`` and registry names).
+    decompress_bytes : int
+        Output bytes of the decompression-only page set.
+    pages_per_call : tuple of int
+        Sweep points.
+    streams : tuple of int
+        Stream counts swept for GPU backends.
+    progress : bool
+        Show progress bars.
+    command : str
+        How the run was started (for the report).
+    """
+
+    out_dir: Path = Path("bench-out")
+    data_dir: Path | None = None
+    size_bytes: int = 3_000_000_000
+    datasets: tuple = ("lineitem", "entropy")
+    user_dataset: Path | None = None
+    codecs: tuple = tuple(CODECS)
+    files: int = 16
+    repeats: int = 3
+    parts: tuple = PARTS
+    schedulers: tuple = SCHEDULERS
+    workers: int = field(default_factory=_default_workers)
+    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 1) // _default_workers()))
+    backends: tuple = ("auto", "cpu", "nvcomp", "hardware")
+    decompress_bytes: int = 1 << 30
+    pages_per_call: tuple = (16, 64, 256, 1024, 4096)
+    streams: tuple = (1, 2, 4)
+    progress: bool = True
+    command: str = ""
+
+    def __post_init__(self):
+        unknown = set(self.parts) - set(PARTS)
+        if unknown:
+            raise ValueError(f"unknown part(s) {sorted(unknown)}; choose from {PARTS}")
+        unknown = set(self.schedulers) - set(SCHEDULERS)
+        if unknown:
+            raise ValueError(f"unknown scheduler(s) {sorted(unknown)}; choose from {SCHEDULERS}")
+        for name in ("size_bytes", "files", "repeats", "workers", "threads", "decompress_bytes"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        self.out_dir = Path(self.out_dir)
+        self.data_dir = Path(self.data_dir) if self.data_dir else self.out_dir / "data"
+
+
+def _bar(cfg: BenchConfig, total: int, desc: str):
+    return tqdm(total=total, desc=desc, disable=not cfg.progress, leave=False, dynamic_ncols=True)
+
+
+def _save(cfg: BenchConfig, results: dict) -> dict:
+    from .plots import plot_all
+    from .report import render_report
+    from .targets import check_targets
+
+    checks = check_targets(results)
+    results["targets"] = checks
+    plots = plot_all(results, cfg.out_dir)
+    results["plots"] = plots
+    (cfg.out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    (cfg.out_dir / "report.md").write_text(render_report(results, checks, plots))
+    return results
+
+
+def _datasets(cfg: BenchConfig) -> dict:
+    out = {}
+    with _bar(cfg, cfg.files * len(cfg.datasets), "writing datasets") as bar:
+        for kind in cfg.datasets:
+            out[kind] = generate(cfg.data_dir, kind, cfg.size_bytes, cfg.files, cfg.codecs, progress=bar.update)
+    if cfg.user_dataset:
+        out["user"] = from_user(cfg.user_dataset, cfg.data_dir)
+    return out
+
+
+def _e2e(cfg: BenchConfig, datasets: dict, results: dict) -> None:
+    from .endtoend import ClusterShape, local_cluster, measure_dataset, threaded
+    from .variants import engine_variants
+
+    variants = engine_variants(cfg.backends)
+    results["variants"] = {k: {"backend": v.backend, "unavailable": v.unavailable} for k, v in variants.items()}
+    shape = ClusterShape(cfg.workers, cfg.threads)
+    usable = sum(v.unavailable is None for v in variants.values())
+    e2e = results.setdefault("endtoend", {})
+    for sched in cfg.schedulers:
+        opener = local_cluster if sched == "distributed" else threaded
+        with opener(shape) as scheduler:
+            for name, ds in datasets.items():
+                total = cfg.repeats * len(ds.dirs) * usable
+                with _bar(cfg, total, f"{sched}: {name}") as bar:
+                    e2e.setdefault(name, {})[sched] = measure_dataset(
+                        scheduler, variants, ds, cfg.repeats, tick=bar.update
+                    )
+                _save(cfg, results)
+
+
+def _page_sets(cfg: BenchConfig, datasets: dict, results: dict) -> dict:
+    from .pages import PAGE_CODECS, compress_pages, read_plain_pages
+
+    source = next(iter(datasets.values())).dirs["uncompressed"]
+    plain = read_plain_pages(sorted(Path(source).glob("*.parquet")), cfg.decompress_bytes)
+    sets = {}
+    with _bar(cfg, len(PAGE_CODECS), "compressing pages") as bar:
+        for codec in PAGE_CODECS:
+            if codec in cfg.codecs:
+                sets[codec] = compress_pages(codec, plain)
+            bar.update()
+    dec = results.setdefault("decompression", {})
+    dec["pages"] = {"source": str(source), "page_bytes": 1 << 20, "count": len(plain)}
+    dec["ratios"] = {c: s.ratio for c, s in sets.items()}
+    return sets
+
+
+def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
+    from .decompression import measure_backends, open_backends, sweep
+
+    sets = _page_sets(cfg, datasets, results)
+    cores = os.cpu_count() or 1
+    factories, missing = open_backends(set(cfg.backends) | {"cpu"}, cores)
+    dec = results["decompression"]
+    dec["unavailable"] = missing
+    if "decompress" in cfg.parts:
+        with _bar(cfg, len(factories) * len(sets), "decompression alone") as bar:
+            dec["backends"] = measure_backends(factories, sets, cfg.repeats, tick=bar.update)
+        _save(cfg, results)
+    if "sweep" in cfg.parts:
+        n_gpu = sum(not k.startswith("cpu") for k in factories)
+        total = (1 + n_gpu * len(cfg.streams)) * len(sets) * len(cfg.pages_per_call)
+        with _bar(cfg, total, "batch sweep") as bar:
+            dec["sweep"] = sweep(factories, sets, cfg.pages_per_call, cfg.streams, cfg.repeats, tick=bar.update)
+        _save(cfg, results)
+
+
+def run_bench(cfg: BenchConfig) -> dict:
+    """Run the parts of ``cfg``; write ``results.json`` and ``report.md``.
+
+    Returns
+    -------
+    dict
+        The results (also in ``cfg.out_dir/results.json``).
+
+    Raises
+    ------
+    ValueError
+        An invalid configuration.
+    """
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    info = system_info()
+    if cfg.progress:
+        print(format_system(info), flush=True)
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
+    results: dict = {
+        "started": _dt.datetime.now().isoformat(timespec="seconds"),
+        "system": info,
+        "config": config,
+        "skipped": {},
+    }
+    datasets = _datasets(cfg)
+    results["datasets"] = {k: d.to_dict() for k, d in datasets.items()}
+    _save(cfg, results)
+    if "copy" in cfg.parts:
+        from .copybw import copy_bandwidth
+
+        results["copy_bandwidth"] = copy_bandwidth()
+        if "skipped" in results["copy_bandwidth"]:
+            results["skipped"]["copy bandwidth"] = results["copy_bandwidth"]["skipped"]
+        _save(cfg, results)
+    if "decompress" in cfg.parts or "sweep" in cfg.parts:
+        _decompress(cfg, datasets, results)
+    if "e2e" in cfg.parts:
+        _e2e(cfg, datasets, results)
+    results["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
+    from ..decompress import registry
+
+    registry.close_all()
+    return _save(cfg, results)

@@ -1,0 +1,132 @@
+"""``hwdecomp bench``: dd.read_parquet with engine="pyarrow" against hwdecomp,
+CPU seconds per GB, decompression alone against the pinned copy bandwidth,
+and a batch-size sweep; writes results.json and report.md with plots."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+
+__all__ = ["add_parser", "run", "parse_size", "config_from_args"]
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes of ``"3GB"``, ``"512MiB"``, ``"1e9"``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a size.
+    """
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 3GB or 512MiB")
+    try:
+        return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 3GB or 512MiB") from None
+
+
+def _names(text: str) -> tuple:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _ints(text: str) -> tuple:
+    try:
+        return tuple(int(x) for x in _names(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+
+
+def _shape(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)x(\d+)", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not WORKERSxTHREADS, e.g. 4x4")
+    return int(m.group(1)), int(m.group(2))
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="benchmark dd.read_parquet, CPU time and decompression; write a report",
+        description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--out", default="bench-out", help="directory for results.json, report.md and plots")
+    p.add_argument("--data-dir", default=None, help="where datasets are written (default OUT/data); reused when unchanged")
+    p.add_argument("--size", type=parse_size, default="3GB", help="Arrow size of each generated dataset")
+    p.add_argument("--datasets", type=_names, default="lineitem,entropy", help="generated tables (empty: none)")
+    p.add_argument("--dataset", default=None, help="also measure this directory of Parquet files")
+    p.add_argument("--codecs", type=_names, default="snappy,gzip,lz4_raw,zstd", help="codecs written (uncompressed always)")
+    p.add_argument("--files", type=int, default=16, help="files per codec")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats of each figure")
+    p.add_argument("--parts", type=_names, default="e2e,decompress,copy,sweep", help="what to measure")
+    p.add_argument("--schedulers", type=_names, default="distributed,threads", help="end-to-end schedulers")
+    p.add_argument("--cluster", type=_shape, default=None, help="WORKERSxTHREADS (default: 4 workers sharing all cores)")
+    p.add_argument("--backends", type=_names, default="auto,cpu,nvcomp,hardware", help="hwdecomp backends compared")
+    p.add_argument("--decompress-size", type=parse_size, default="1GiB", help="output bytes of the decompression-only pages")
+    p.add_argument("--pages-per-call", type=_ints, default="16,64,256,1024,4096", help="sweep points")
+    p.add_argument("--streams", type=_ints, default="1,2,4", help="streams swept (GPU backends)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args):
+    """The :class:`~dask_hwdecomp.bench.BenchConfig` of parsed ``args``."""
+    from ..bench.runner import BenchConfig
+    from ..bench.data import CODECS
+
+    def listed(value):
+        return _names(value) if isinstance(value, str) else tuple(value)
+
+    size = parse_size(args.size) if isinstance(args.size, str) else args.size
+    dsize = parse_size(args.decompress_size) if isinstance(args.decompress_size, str) else args.decompress_size
+    kw = {}
+    if args.cluster:
+        kw["workers"], kw["threads"] = args.cluster
+    ints = lambda v: _ints(v) if isinstance(v, str) else tuple(v)  # noqa: E731
+    codecs = ("uncompressed",) + tuple(c for c in listed(args.codecs) if c != "uncompressed")
+    unknown = set(codecs) - set(CODECS)
+    if unknown:
+        raise ValueError(f"unknown codec(s) {sorted(unknown)}; choose from {', '.join(CODECS)}")
+    return BenchConfig(
+        out_dir=args.out,
+        data_dir=args.data_dir,
+        size_bytes=size,
+        datasets=listed(args.datasets),
+        user_dataset=args.dataset,
+        codecs=codecs,
+        files=args.files,
+        repeats=args.repeats,
+        parts=listed(args.parts),
+        schedulers=listed(args.schedulers),
+        backends=listed(args.backends),
+        decompress_bytes=dsize,
+        pages_per_call=ints(args.pages_per_call),
+        streams=ints(args.streams),
+        progress=not args.no_progress,
+        command="hwdecomp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "",
+        **kw,
+    )
+
+
+def run(args) -> int:
+    """Run the benchmark; 0 on success, 2 on a bad configuration."""
+    from ..bench.runner import run_bench
+
+    try:
+        cfg = config_from_args(args)
+    except ValueError as exc:
+        print(f"hwdecomp bench: {exc}", file=sys.stderr)
+        return 2
+    results = run_bench(cfg)
+    print(f"wrote {cfg.out_dir / 'report.md'} and {cfg.out_dir / 'results.json'}")
+    for check in results.get("targets", []):
+        status = {True: "met", False: "MISSED", None: "n/a"}[check.get("met")]
+        print(f"  [{status:>6}] {check['what']}: {check.get('measured') or '-'} (target {check['target']})")
+    return 0
