@@ -52,16 +52,19 @@ def open_footer(fs, path: str) -> Footer:
 
 
 def select_columns(footer: Footer, columns) -> list[int]:
-    """Leaf column ids whose dotted path is, or lies under, a name in ``columns``.
+    """Leaf column ids of the top-level fields that the names in ``columns`` lie in.
 
-    ``columns=None`` selects every leaf.
+    ``columns=None`` selects every leaf. A dotted name (``"s.a"``) selects
+    every leaf of its top-level field (``s``): pyarrow's dataset reader
+    decodes the whole top-level field and projects afterwards, so a sibling
+    leaf left out of the image would fail its decode.
     """
     if footer.num_row_groups == 0:
         return []
     chunks = footer.column_chunks(0)
     if columns is None:
         return list(range(len(chunks)))
-    wanted = [str(c) for c in columns if c is not None]
+    wanted = {str(c).split(".", 1)[0] for c in columns if c is not None}
     picked = []
     for i, chunk in enumerate(chunks):
         path = column_path(chunk)
