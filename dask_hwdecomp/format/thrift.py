@@ -69,160 +69,183 @@ class Struct(dict):
         return Struct(self)
 
 
-class _Reader:
-    __slots__ = ("buf", "pos", "end")
-
-    def __init__(self, buf, pos: int, end: int):
-        self.buf = buf
-        self.pos = pos
-        self.end = end
-
-    def fail(self, what: str):
-        raise ThriftError(f"thrift: {what} at byte {self.pos}")
-
-    def byte(self) -> int:
-        if self.pos >= self.end:
-            self.fail("unexpected end of data")
-        b = self.buf[self.pos]
-        self.pos += 1
-        return b
-
-    def varint(self, max_bytes: int) -> int:
-        result = shift = 0
-        for _ in range(max_bytes):
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-        self.fail(f"varint longer than {max_bytes} bytes")
-
-    def zigzag(self, max_bytes: int) -> int:
-        n = self.varint(max_bytes)
-        return (n >> 1) ^ -(n & 1)
-
-    def take(self, n: int) -> bytes:
-        if n > self.end - self.pos:
-            self.fail(f"length {n} exceeds the {self.end - self.pos} bytes that remain")
-        out = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return out
-
-    def size(self, what: str) -> int:
-        n = self.varint(5)
-        if n > Limits.max_container:
-            self.fail(f"{what} size {n} exceeds the limit {Limits.max_container}")
-        if n > self.end - self.pos:
-            self.fail(f"{what} size {n} exceeds the {self.end - self.pos} bytes that remain")
-        return n
-
-    def value(self, ttype: int, depth: int):
-        if ttype == T.BYTE:
-            b = self.byte()
-            return b - 256 if b > 127 else b
-        if ttype == T.I16:
-            v = self.zigzag(3)
-            if not -(1 << 15) <= v < (1 << 15):
-                self.fail(f"i16 value {v} out of range")
-            return v
-        if ttype == T.I32:
-            v = self.zigzag(5)
-            if not -(1 << 31) <= v < (1 << 31):
-                self.fail(f"i32 value {v} out of range")
-            return v
-        if ttype == T.I64:
-            v = self.zigzag(10)
-            if not -(1 << 63) <= v < (1 << 63):
-                self.fail(f"i64 value {v} out of range")
-            return v
-        if ttype == T.DOUBLE:
-            return _struct.unpack("<d", self.take(8))[0]
-        if ttype == T.BINARY:
-            n = self.varint(5)
-            if n > Limits.max_string:
-                self.fail(f"binary length {n} exceeds the limit {Limits.max_string}")
-            return self.take(n)
-        if depth >= Limits.max_depth:
-            self.fail(f"nesting deeper than {Limits.max_depth}")
-        if ttype in (T.LIST, T.SET):
-            head = self.byte()
-            etype = head & 0x0F
-            n = head >> 4
-            if n == 15:
-                n = self.size("list")
-            elif n > self.end - self.pos:
-                self.fail(f"list size {n} exceeds the bytes that remain")
-            if etype in (T.TRUE, T.FALSE):
-                items = []
-                for _ in range(n):
-                    b = self.byte()
-                    if b not in (0, 1, 2):
-                        self.fail(f"bool list element {b}")
-                    items.append(b == 1)
-                return (T.BOOL, items)
-            if n and etype not in _ELEMENT_TYPES:
-                self.fail(f"unknown element type {etype}")
-            return (etype, [self.value(etype, depth + 1) for _ in range(n)])
-        if ttype == T.MAP:
-            n = self.size("map")
-            if n == 0:
-                return (0, 0, [])
-            head = self.byte()
-            ktype, vtype = head >> 4, head & 0x0F
-            for t in (ktype, vtype):
-                if t not in _ELEMENT_TYPES and t not in (T.TRUE, T.FALSE):
-                    self.fail(f"unknown map element type {t}")
-            items = []
-            for _ in range(n):
-                k = self._elem(ktype, depth)
-                v = self._elem(vtype, depth)
-                items.append((k, v))
-            return (_canon(ktype), _canon(vtype), items)
-        if ttype == T.STRUCT:
-            return self.struct(depth + 1)
-        self.fail(f"unknown type {ttype}")
-
-    def _elem(self, etype: int, depth: int):
-        if etype in (T.TRUE, T.FALSE):
-            b = self.byte()
-            if b not in (0, 1, 2):
-                self.fail(f"bool element {b}")
-            return b == 1
-        return self.value(etype, depth + 1)
-
-    def struct(self, depth: int) -> Struct:
-        if depth >= Limits.max_depth:
-            self.fail(f"nesting deeper than {Limits.max_depth}")
-        out = Struct()
-        last = 0
-        while True:
-            head = self.byte()
-            if head == T.STOP:
-                return out
-            ttype = head & 0x0F
-            delta = head >> 4
-            if delta:
-                fid = last + delta
-            else:
-                fid = self.zigzag(3)
-            if not -(1 << 15) <= fid < (1 << 15):
-                self.fail(f"field id {fid} out of range")
-            if ttype == T.TRUE:
-                out[fid] = (T.BOOL, True)
-            elif ttype == T.FALSE:
-                out[fid] = (T.BOOL, False)
-            else:
-                out[fid] = (ttype, self.value(ttype, depth))
-            last = fid
+def _fail(what: str, pos: int):
+    raise ThriftError(f"thrift: {what} at byte {pos}")
 
 
 _ELEMENT_TYPES = frozenset(
     (T.BYTE, T.I16, T.I32, T.I64, T.DOUBLE, T.BINARY, T.LIST, T.SET, T.MAP, T.STRUCT)
 )
+# Max bytes of a zigzag varint per integer type, and the value range.
+_INT_BYTES = {T.I16: 3, T.I32: 5, T.I64: 10}
+_INT_RANGE = {T.I16: 1 << 15, T.I32: 1 << 31, T.I64: 1 << 63}
 
 
 def _canon(t: int) -> int:
     return T.BOOL if t in (T.TRUE, T.FALSE) else t
+
+
+def _read_varint(b, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    n = shift = 0
+    stop = min(end, pos + max_bytes)
+    while pos < stop:
+        x = b[pos]
+        pos += 1
+        n |= (x & 0x7F) << shift
+        if x < 0x80:
+            return n, pos
+        shift += 7
+    if pos >= end:
+        _fail("unexpected end of data", pos)
+    _fail(f"varint longer than {max_bytes} bytes", pos)
+
+
+def _int(b, pos: int, end: int, ttype: int) -> tuple[int, int]:
+    n, pos = _read_varint(b, pos, end, _INT_BYTES[ttype])
+    v = (n >> 1) ^ -(n & 1)
+    bound = _INT_RANGE[ttype]
+    if not -bound <= v < bound:
+        _fail(f"integer {v} out of range for type {ttype}", pos)
+    return v, pos
+
+
+def _size(b, pos: int, end: int, what: str) -> tuple[int, int]:
+    n, pos = _read_varint(b, pos, end, 5)
+    if n > Limits.max_container:
+        _fail(f"{what} size {n} exceeds the limit {Limits.max_container}", pos)
+    if n > end - pos:
+        _fail(f"{what} size {n} exceeds the {end - pos} bytes that remain", pos)
+    return n, pos
+
+
+def _bool_elem(b, pos: int, end: int, what: str = "bool list element") -> tuple[bool, int]:
+    if pos >= end:
+        _fail("unexpected end of data", pos)
+    x = b[pos]
+    if x > 2:
+        _fail(f"{what} {x}", pos)
+    return x == 1, pos + 1
+
+
+def _value(b, pos: int, end: int, ttype: int, depth: int):
+    """Decode one value of ``ttype``; returns (value, new position)."""
+    if ttype in _INT_BYTES:
+        return _int(b, pos, end, ttype)
+    if ttype == T.BINARY:
+        n, pos = _read_varint(b, pos, end, 5)
+        if n > Limits.max_string:
+            _fail(f"binary length {n} exceeds the limit {Limits.max_string}", pos)
+        if n > end - pos:
+            _fail(f"length {n} exceeds the {end - pos} bytes that remain", pos)
+        return bytes(b[pos : pos + n]), pos + n
+    if ttype == T.BYTE:
+        if pos >= end:
+            _fail("unexpected end of data", pos)
+        x = b[pos]
+        return (x - 256 if x > 127 else x), pos + 1
+    if ttype == T.DOUBLE:
+        if end - pos < 8:
+            _fail("unexpected end of data", pos)
+        return _struct.unpack_from("<d", b, pos)[0], pos + 8
+    if depth >= Limits.max_depth:
+        _fail(f"nesting deeper than {Limits.max_depth}", pos)
+    if ttype == T.STRUCT:
+        return _struct_at(b, pos, end, depth + 1)
+    if ttype in (T.LIST, T.SET):
+        if pos >= end:
+            _fail("unexpected end of data", pos)
+        head = b[pos]
+        pos += 1
+        etype = head & 0x0F
+        n = head >> 4
+        if n == 15:
+            n, pos = _size(b, pos, end, "list")
+        elif n > end - pos:
+            _fail(f"list size {n} exceeds the bytes that remain", pos)
+        items = []
+        if etype in (T.TRUE, T.FALSE):
+            for _ in range(n):
+                v, pos = _bool_elem(b, pos, end)
+                items.append(v)
+            return (T.BOOL, items), pos
+        if n and etype not in _ELEMENT_TYPES:
+            _fail(f"unknown element type {etype}", pos)
+        for _ in range(n):
+            v, pos = _value(b, pos, end, etype, depth + 1)
+            items.append(v)
+        return (etype, items), pos
+    if ttype == T.MAP:
+        n, pos = _size(b, pos, end, "map")
+        if n == 0:
+            return (0, 0, []), pos
+        if pos >= end:
+            _fail("unexpected end of data", pos)
+        head = b[pos]
+        pos += 1
+        ktype, vtype = head >> 4, head & 0x0F
+        for t in (ktype, vtype):
+            if t not in _ELEMENT_TYPES and t not in (T.TRUE, T.FALSE):
+                _fail(f"unknown map element type {t}", pos)
+        items = []
+        for _ in range(n):
+            if ktype in (T.TRUE, T.FALSE):
+                k, pos = _bool_elem(b, pos, end, "bool map element")
+            else:
+                k, pos = _value(b, pos, end, ktype, depth + 1)
+            if vtype in (T.TRUE, T.FALSE):
+                v, pos = _bool_elem(b, pos, end)
+            else:
+                v, pos = _value(b, pos, end, vtype, depth + 1)
+            items.append((k, v))
+        return (_canon(ktype), _canon(vtype), items), pos
+    _fail(f"unknown type {ttype}", pos)
+
+
+def _struct_at(b, pos: int, end: int, depth: int) -> tuple[Struct, int]:
+    if depth >= Limits.max_depth:
+        _fail(f"nesting deeper than {Limits.max_depth}", pos)
+    out = Struct()
+    last = 0
+    while True:
+        if pos >= end:
+            _fail("unexpected end of data", pos)
+        head = b[pos]
+        pos += 1
+        if head == 0:
+            return out, pos
+        ttype = head & 0x0F
+        delta = head >> 4
+        if delta:
+            fid = last + delta
+            if fid >= 1 << 15:
+                _fail(f"field id {fid} out of range", pos)
+        else:
+            fid, pos = _int(b, pos, end, T.I16)
+        if ttype == T.TRUE or ttype == T.FALSE:
+            out[fid] = (T.BOOL, ttype == T.TRUE)
+        elif ttype == T.I32 or ttype == T.I64:
+            # The common case, inlined: one zigzag varint.
+            n = shift = 0
+            maxb = 5 if ttype == T.I32 else 10
+            stop = min(end, pos + maxb)
+            while True:
+                if pos >= stop:
+                    _fail("unexpected end of data" if pos >= end else f"varint longer than {maxb} bytes", pos)
+                x = b[pos]
+                pos += 1
+                n |= (x & 0x7F) << shift
+                if x < 0x80:
+                    break
+                shift += 7
+            v = (n >> 1) ^ -(n & 1)
+            bound = _INT_RANGE[ttype]
+            if not -bound <= v < bound:
+                _fail(f"integer {v} out of range for type {ttype}", pos)
+            out[fid] = (ttype, v)
+        else:
+            v, pos = _value(b, pos, end, ttype, depth)
+            out[fid] = (ttype, v)
+        last = fid
 
 
 def decode_struct(buf, pos: int = 0, end: int | None = None) -> tuple[Struct, int]:
@@ -231,7 +254,7 @@ def decode_struct(buf, pos: int = 0, end: int | None = None) -> tuple[Struct, in
     Parameters
     ----------
     buf : bytes-like
-        The encoded bytes (any buffer indexable by int).
+        The encoded bytes (bytes, bytearray or a 1-D byte memoryview).
     pos, end : int
         The window to read in.
 
@@ -249,9 +272,8 @@ def decode_struct(buf, pos: int = 0, end: int | None = None) -> tuple[Struct, in
         end = len(buf)
     if not 0 <= pos <= end <= len(buf):
         raise ThriftError(f"thrift: window {pos}..{end} outside a buffer of {len(buf)} bytes")
-    reader = _Reader(buf, pos, end)
     try:
-        return reader.struct(0), reader.pos
+        return _struct_at(buf, pos, end, 0)
     except RecursionError:  # pragma: no cover - bounded by max_depth
         raise ThriftError("thrift: nesting too deep") from None
 
