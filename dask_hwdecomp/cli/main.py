@@ -20,12 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"dask_hwdecomp.cli.{name}")
-        except ModuleNotFoundError as exc:  # TEMP while subcommands land
-            if exc.name == f"dask_hwdecomp.cli.{name}":
-                continue
-            raise
+        module = importlib.import_module(f"dask_hwdecomp.cli.{name}")
         module.add_parser(sub)
     return parser
 
