@@ -36,6 +36,7 @@ class Footer:
     file_size: int
     footer_offset: int
     path: str
+    encrypted_footer: bool = False
 
     @property
     def row_groups(self) -> list[Struct]:
@@ -50,6 +51,8 @@ class Footer:
 
     def unsupported_reason(self) -> str | None:
         """Why this path cannot serve the file, or None if it can."""
+        if self.encrypted_footer:
+            return "the file is encrypted (encrypted footer, magic PARE)"
         if self.meta.get(FileMetaData.encryption_algorithm) is not None:
             return "the file is encrypted (plaintext footer, encrypted columns)"
         for rg in range(self.num_row_groups):
@@ -99,7 +102,7 @@ def parse_footer(tail: bytes, file_size: int, path: str) -> Footer | int:
         return 8
     magic = tail[-4:]
     if magic == ENCRYPTED_MAGIC:
-        return Footer(Struct({FileMetaData.encryption_algorithm: (T.STRUCT, Struct())}), file_size, 0, path)
+        return Footer(Struct(), file_size, 0, path, encrypted_footer=True)
     if magic != MAGIC:
         raise CorruptMetadataError(f"file does not end in PAR1 (found {bytes(magic)!r})", where)
     (length,) = _struct.unpack("<I", tail[-8:-4])
