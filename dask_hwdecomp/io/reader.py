@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from ..decompress.routing import Router
-from ..errors import UnsupportedFeatureError
+from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options, current_options
 from ..report import ReadReport, publish
 from .batch import iter_batches
@@ -44,6 +44,7 @@ def fallback(plan: PiecePlan, options: Options, report: ReadReport) -> None:
     if options.on_unsupported == "raise":
         raise UnsupportedFeatureError(
             f"{plan.unsupported}; set on_unsupported='warn' to read it with pyarrow",
+            PageLocation(file=plan.piece.path),
         ) from None
     warnings.warn(
         f"dask_hwdecomp: {plan.piece.path!r} is read by pyarrow's own reader: {plan.unsupported}",
