@@ -1,16 +1,23 @@
 """Decompression alone, host to host: per backend, and a batch-size sweep.
 
-A backend gets its own host buffers (pinned for GPU backends), the
-compressed pages are copied in once, and what is timed is
-``backend.decompress(jobs, src, dst)``: for a GPU backend the copy to the
-device, the decompression and the copy back. Figures are GB/s of output.
-The CPU pool is measured on one thread and on all cores.
+What is timed is ``backend.decompress(jobs, src, dst)`` over a page set
+already in host memory: for a GPU backend the copies to the device, the
+decompression and the copies back. Figures are GB/s of output.
+
+- The CPU pool is measured on one thread and on all cores; its sweep splits
+  the pages into calls of N pages.
+- A GPU backend is measured with the default options, then swept over
+  ``batch_bytes`` (N pages of 1 MiB per batched call) × ``streams``, all
+  pages handed over in one ``decompress`` call that the backend cuts into
+  parts and spreads over its streams. Its host buffers are pinned, taken
+  from one holder backend, so that every configuration copies from the
+  same memory.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
-from typing import Callable
 
 from ..decompress import registry
 from ..decompress.cpu import CpuBackend
@@ -24,24 +31,31 @@ GPU_BACKENDS = ("nvcomp", "hardware")
 
 # One thread is slow: it gets at most this many pages (throughput is per page).
 CPU1_MAX_PAGES = 64
+_PAGE = 1 << 20
 
 
-def _options(**kw) -> Options:
-    # The whole set fits one call unless a sweep splits it.
-    return Options(batch_bytes=1 << 40, **kw)
+def _gpu_factory(name: str):
+    module = importlib.import_module(registry.BACKEND_MODULES[name])
+
+    def make(**overrides):
+        # Not through the registry: each configuration is opened and closed here.
+        return module.create(Options(backend=name, **overrides))
+
+    return make
 
 
 def open_backends(names, cores: int) -> tuple[dict, dict]:
     """``({label: factory}, {label: why unavailable})`` for the backends asked for.
 
     Labels: ``cpu-1``, ``cpu-<cores>``, and GPU backend names. A factory
-    takes ``streams`` and returns an open backend.
+    takes :class:`~dask_hwdecomp.options.Options` overrides and returns a new
+    open backend, which the caller closes.
     """
-    factories: dict[str, Callable] = {}
-    missing: dict[str, str] = {}
+    factories: dict = {}
+    missing: dict = {}
     if "cpu" in names:
-        factories["cpu-1"] = lambda streams=1: CpuBackend(threads=1)
-        factories[f"cpu-{cores}"] = lambda streams=1: CpuBackend(threads=cores)
+        factories["cpu-1"] = lambda **_: CpuBackend(threads=1)
+        factories[f"cpu-{cores}"] = lambda **_: CpuBackend(threads=cores)
     for name in GPU_BACKENDS:
         if name not in names:
             continue
@@ -49,71 +63,109 @@ def open_backends(names, cores: int) -> tuple[dict, dict]:
         if why is not None:
             missing[name] = why
             continue
-        factories[name] = lambda streams=2, _n=name: registry.get_backend(_n, _options(backend=_n, streams=streams))
+        factories[name] = _gpu_factory(name)
     return factories, missing
 
 
-def time_backend(backend, pages: PageSet, repeats: int, pages_per_call: int | None = None) -> dict:
-    """Decompress ``pages`` ``repeats`` times; GB/s of output.
+class _Buffers:
+    """Source and destination host buffers of one page set, filled once."""
+
+    def __init__(self, holder, pages: PageSet):
+        self.src = holder.host_buffer(max(1, len(pages.src)))
+        self.dst = holder.host_buffer(max(1, pages.out_bytes))
+        self.src.view[: len(pages.src)] = pages.src
+
+    def close(self):
+        self.src.close()
+        self.dst.close()
+
+
+def time_backend(backend, pages: PageSet, repeats: int, pages_per_call: int | None = None, buffers=None) -> dict:
+    """Decompress ``pages`` ``repeats`` times (after one warm-up); GB/s of output.
 
     Parameters
     ----------
     pages_per_call : int, optional
-        Split the jobs into calls of this many pages (default: one call).
+        Split the jobs into ``decompress`` calls of this many pages
+        (default: one call).
+    buffers : optional
+        Host buffers holding ``pages`` (default: the backend's own).
 
     Returns
     -------
     dict
         ``{"gbps": summary, "pages", "pages_per_call", "out_bytes"}``.
     """
-    src = backend.host_buffer(max(1, len(pages.src)))
-    dst = backend.host_buffer(max(1, pages.out_bytes))
+    own = buffers is None
+    buffers = buffers or _Buffers(backend, pages)
     try:
-        src.view[: len(pages.src)] = pages.src
         n = pages_per_call or len(pages.jobs)
         calls = [pages.jobs[i : i + n] for i in range(0, len(pages.jobs), n)]
-        backend.decompress(calls[0], src.view, dst.view)  # warm-up: first-call setup
+        src, dst = buffers.src.view, buffers.dst.view
+        for jobs in calls:  # warm-up: first-call setup, pinned staging
+            backend.decompress(jobs, src, dst)
         rates = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             for jobs in calls:
-                backend.decompress(jobs, src.view, dst.view)
+                backend.decompress(jobs, src, dst)
             rates.append(pages.out_bytes / 1e9 / (time.perf_counter() - t0))
     finally:
-        src.close()
-        dst.close()
+        if own:
+            buffers.close()
     return {"gbps": summarize(rates), "pages": len(pages.jobs), "pages_per_call": n, "out_bytes": pages.out_bytes}
 
 
+def _holder(factory, page_sets: dict):
+    biggest = max(len(p.src) + p.out_bytes for p in page_sets.values())
+    # batch_bytes sizes the holder's pinned cap (4 batches): room for one set.
+    return factory(batch_bytes=biggest, streams=1)
+
+
 def measure_backends(factories: dict, page_sets: dict, repeats: int, tick=None) -> dict:
-    """``{label: {codec: time_backend(...)}}`` with each backend's default streams.
+    """``{label: {codec: time_backend(...)}}``, GPU backends with default options.
 
     A failure is recorded as ``{"error": ...}`` for that pair.
     """
     out: dict = {}
     for label, factory in factories.items():
         out[label] = {}
+        gpu = not label.startswith("cpu")
+        holder = _holder(factory, page_sets) if gpu else None
         backend = factory()
         try:
             for codec, pages in page_sets.items():
                 if label == "cpu-1":
                     pages = pages.head(min(CPU1_MAX_PAGES, len(pages.jobs)))
+                bufs = _Buffers(holder, pages) if gpu else None
                 try:
-                    out[label][codec] = time_backend(backend, pages, repeats)
+                    out[label][codec] = time_backend(backend, pages, repeats, buffers=bufs)
                 except Exception as exc:  # the report shows it; the run goes on
                     out[label][codec] = {"error": f"{type(exc).__name__}: {exc}"}
+                finally:
+                    if bufs:
+                        bufs.close()
                 if tick:
                     tick()
         finally:
-            if label.startswith("cpu"):
-                backend.close()
+            backend.close()
+            if holder is not None:
+                holder.close()
     return out
 
 
-def sweep(factories: dict, page_sets: dict, pages_per_call, streams, repeats: int, tick=None) -> dict:
-    """GB/s against pages per call (and streams, for GPU backends).
+def _point(backend, pages, repeats, n, bufs, stream_count) -> dict:
+    point = {"pages_per_call": n, "streams": stream_count}
+    try:
+        per_call = None if bufs is not None else n
+        point["gbps"] = time_backend(backend, pages, repeats, per_call, bufs)["gbps"]
+    except Exception as exc:  # recorded per point
+        point["error"] = f"{type(exc).__name__}: {exc}"
+    return point
 
-    The CPU pool is swept on all cores, pages per call only.
+
+def sweep(factories: dict, page_sets: dict, pages_per_call, streams, repeats: int, tick=None) -> dict:
+    """GB/s against pages per batched call (and streams, for GPU backends).
 
     Returns
     -------
@@ -124,24 +176,40 @@ def sweep(factories: dict, page_sets: dict, pages_per_call, streams, repeats: in
     for label, factory in factories.items():
         if label == "cpu-1":
             continue
-        stream_counts = [None] if label.startswith("cpu") else list(streams)
         out[label] = {codec: [] for codec in page_sets}
-        for s in stream_counts:
-            backend = factory() if s is None else factory(streams=s)
+        if label.startswith("cpu"):
+            backend = factory()
             try:
                 for codec, pages in page_sets.items():
                     for n in pages_per_call:
-                        if n > len(pages.jobs):
-                            continue
-                        point = {"pages_per_call": n, "streams": s}
-                        try:
-                            point["gbps"] = time_backend(backend, pages, repeats, n)["gbps"]
-                        except Exception as exc:
-                            point["error"] = f"{type(exc).__name__}: {exc}"
-                        out[label][codec].append(point)
+                        if n <= len(pages.jobs):
+                            out[label][codec].append(_point(backend, pages, repeats, n, None, None))
                         if tick:
                             tick()
             finally:
-                if label.startswith("cpu"):
-                    backend.close()
+                backend.close()
+            continue
+        holder = _holder(factory, page_sets)
+        try:
+            for codec, pages in page_sets.items():
+                bufs = _Buffers(holder, pages)
+                try:
+                    for s in streams:
+                        for n in pages_per_call:
+                            if n <= len(pages.jobs):
+                                backend = None
+                                try:
+                                    backend = factory(batch_bytes=n * _PAGE, streams=s)
+                                    out[label][codec].append(_point(backend, pages, repeats, n, bufs, s))
+                                except Exception as exc:
+                                    out[label][codec].append({"pages_per_call": n, "streams": s, "error": f"{type(exc).__name__}: {exc}"})
+                                finally:
+                                    if backend is not None:
+                                        backend.close()
+                            if tick:
+                                tick()
+                finally:
+                    bufs.close()
+        finally:
+            holder.close()
     return out
