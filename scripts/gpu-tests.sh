@@ -10,7 +10,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 scripts/gpu_probe.py 2>&1 | tee "$OUT/probe.log"
 # corrupt pages first, in their own process: if one ever poisoned the context
 # it must not take the rest of the suite down with it
-python3 -m pytest -q -p no:cacheprovider tests/gpu -k "corrupt" 2>&1 | tail -15 | tee "$OUT/corrupt.log"
+python3 -m pytest -q -p no:cacheprovider tests/gpu -k "corrupt" -rxXs 2>&1 | tail -30 | tee "$OUT/corrupt.log"
 python3 -m pytest -q -p no:cacheprovider tests/gpu -k "not corrupt" -x 2>&1 | tail -25 | tee "$OUT/gpu.log"
 python3 -m pytest -q -p no:cacheprovider tests/test_standin_engine.py tests/test_matrix.py 2>&1 | tail -8 | tee "$OUT/cpu-suite.log"
 python3 -m dask_hwdecomp selfcheck 2>&1 | tail -60 | tee "$OUT/selfcheck.log"

@@ -10,6 +10,7 @@ import pytest
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
+from corruption import MODES, corrupt
 from pagegen import make_batch
 
 pytestmark = pytest.mark.gpu
@@ -68,41 +69,37 @@ def test_large_pages(nvcomp_backend):
     _check(_run(nvcomp_backend, jobs, src, dst_len), jobs, expected)
 
 
-def _garbage(algo, job, src, rng):
-    """Overwrite ``job``'s input with garbage that passes the host checks."""
-    n = job.src_size
-    noise = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-    if algo is Algo.SNAPPY:
-        pre = bytearray()
-        v = job.dst_size
-        while v >= 0x80:
-            pre.append(v & 0x7F | 0x80)
-            v >>= 7
-        pre.append(v)
-        body = bytes(pre) + noise[len(pre):]
-    elif algo is Algo.ZSTD:
-        # magic, FHD (single segment, 4-byte FCS), FCS, one last compressed block
-        fcs = job.dst_size.to_bytes(4, "little")
-        bsize = min(n - 12, 100_000)
-        head = (0xFD2FB528).to_bytes(4, "little") + bytes([0xA0]) + fcs
-        bh = (bsize << 3 | 2 << 1 | 1).to_bytes(3, "little")
-        body = (head + bh + noise)[: 12 + bsize]
-        job.src_size = len(body)
-    else:
-        body = noise
-    src[job.src_offset : job.src_offset + len(body)] = body
+# Measured on the H200 with nvCOMP 6.0.0.12 (scripts/gpu_corrupt_probe.py):
+# Deflate and LZ4 report every corruption as a status or a wrong size, and the
+# context lives on. Snappy (noise or flipped bits after a valid preamble) and
+# Zstd (noise inside a valid frame) raise CUDA_ERROR_ILLEGAL_ADDRESS, which
+# kills the process's context; a Zstd page with flipped bits hung the GPU.
+# Those cases are not run (they would take the rest of the session down).
+UNSAFE = {Algo.SNAPPY: "noise, bitflip", Algo.ZSTD: "noise, bitflip"}
 
 
-@pytest.mark.parametrize("algo", GPU_ALGOS, ids=lambda a: a.value)
-def test_context_survives_corrupt_pages(nvcomp_backend, algo):
+def _case(algo, mode):
+    if algo in UNSAFE and mode != "truncate":
+        return pytest.param(algo, mode, marks=pytest.mark.xfail(
+            run=False, strict=True,
+            reason=f"nvCOMP 6.0 {algo.value} poisons the CUDA context on corrupt content ({UNSAFE[algo]})"))
+    return pytest.param(algo, mode)
+
+
+@pytest.mark.parametrize("algo,mode", [_case(a, m) for a in GPU_ALGOS for m in MODES],
+                         ids=lambda v: getattr(v, "value", v))
+def test_context_survives_corrupt_pages(nvcomp_backend, algo, mode):
     rng = np.random.default_rng(7)
     jobs, src, dst_len, expected = make_batch([algo], [60_000] * 50, seed=5)
     broken = jobs[10:40:3]
     for job in broken:
-        _garbage(algo, job, src, rng)
-    with pytest.raises(CorruptPageError) as err:
+        corrupt(algo, mode, job, src, rng)
+    try:
         _run(nvcomp_backend, jobs, src, dst_len)
-    assert err.value.location == broken[0].location
+    except CorruptPageError as err:
+        assert err.location == broken[0].location
+    else:  # pragma: no cover - a corruption nvCOMP did not notice
+        pytest.fail("corrupt pages decompressed without an error")
     # the same process, the same backend: the next batch is fine
     jobs, src, dst_len, expected = make_batch(GPU_ALGOS, _sizes(500, 6), seed=6)
     _check(_run(nvcomp_backend, jobs, src, dst_len), jobs, expected)

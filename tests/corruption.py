@@ -1,0 +1,49 @@
+"""Corrupting generated pages in ways that pass the host checks (GPU tests, probes)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dask_hwdecomp.format.codecs import Algo
+
+__all__ = ["corrupt", "MODES"]
+
+MODES = ("noise", "bitflip", "truncate")
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def corrupt(algo: Algo, mode: str, job, src: bytearray, rng: np.random.Generator) -> None:
+    """Damage ``job``'s input in ``src`` in place (``job.src_size`` may shrink).
+
+    ``noise``: valid framing (snappy preamble, zstd frame and block header)
+    around random bytes; ``bitflip``: a few flipped bits past the framing;
+    ``truncate``: the stream cut to two thirds.
+    """
+    start, n = job.src_offset, job.src_size
+    if mode == "truncate":
+        job.src_size = max(16, n * 2 // 3)
+        return
+    if mode == "bitflip":
+        for k in rng.integers(min(24, n - 1), n, size=8):
+            src[start + int(k)] ^= 1 << int(rng.integers(0, 8))
+        return
+    noise = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+    if algo is Algo.SNAPPY:
+        pre = _varint(job.dst_size)
+        body = pre + noise[len(pre):]
+    elif algo is Algo.ZSTD:
+        bsize = min(n - 12, 100_000)
+        head = (0xFD2FB528).to_bytes(4, "little") + bytes([0xA0]) + job.dst_size.to_bytes(4, "little")
+        body = (head + (bsize << 3 | 2 << 1 | 1).to_bytes(3, "little") + noise)[: 12 + bsize]
+        job.src_size = len(body)
+    else:
+        body = noise
+    src[start : start + len(body)] = body
