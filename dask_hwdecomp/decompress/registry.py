@@ -44,7 +44,8 @@ def probe(name: str) -> str | None:
 def _key(name: str, options: Options) -> tuple:
     if name == "cpu":
         return (name, options.cpu_threads)
-    return (name, options.streams, options.batch_bytes)
+    # GPU backends read these at creation (batcher latency, host CRC check).
+    return (name, options.streams, options.batch_bytes, options.batch_latency_ms, options.verify_checksums)
 
 
 def get_backend(name: str, options: Options):
