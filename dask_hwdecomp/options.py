@@ -59,6 +59,11 @@ class Options:
         Largest uncompressed page accepted; a bigger declared size raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before anything is
         allocated.
+    max_batch_bytes : int
+        Largest uncompressed image of one batch (all its pieces, headers and
+        footers included); a bigger total of declared page sizes raises
+        :class:`~dask_hwdecomp.errors.LimitExceededError` before the buffer
+        is allocated. Bounds what a file's headers can make a reader claim.
     streams : int
         CUDA streams per worker for the GPU backends.
     cpu_retry : bool
@@ -78,6 +83,7 @@ class Options:
     batch_bytes: int = 1 * _GiB
     verify_checksums: bool = False
     max_page_bytes: int = 1 * _GiB
+    max_batch_bytes: int = 16 * _GiB
     streams: int = 2
     cpu_retry: bool = False
     on_unsupported: str = "warn"
@@ -92,7 +98,7 @@ class Options:
             raise ValueError(
                 f"on_unsupported {self.on_unsupported!r} is not 'warn' or 'raise'"
             )
-        for name in ("cpu_threads", "batch_bytes", "max_page_bytes", "streams"):
+        for name in ("cpu_threads", "batch_bytes", "max_page_bytes", "max_batch_bytes", "streams"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -15,6 +15,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from ..decompress.routing import Router
+from ..errors import LimitExceededError, PageLocation
 from ..format.layout import ChunkPages, FileLayout, build_layout
 from ..format.pages import scan_chunk
 from ..options import Options
@@ -139,7 +140,16 @@ def decompress_pieces(
                 base = _align(base + layout.size)
             jobs = [job for layout in layouts for job in layout.jobs]
         # 3. one batched call per backend
-        dst_buf = backend.host_buffer(max(base, 1))
+        _check_batch_size(base, layouts, plans, options)
+        try:
+            dst_buf = backend.host_buffer(max(base, 1))
+        except MemoryError:
+            raise LimitExceededError(
+                f"cannot allocate the {base}-byte uncompressed image of the batch "
+                f"(lower the option max_batch_bytes, now {options.max_batch_bytes}, "
+                "or batch_bytes to fail earlier or read less at once)",
+                PageLocation(file=plans[0].piece.path) if len(plans) == 1 else None,
+            ) from None
         buffers.append(dst_buf)
         dst = dst_buf.view
         with report.stage("decompress"):
@@ -157,6 +167,25 @@ def decompress_pieces(
         for b in buffers:
             b.close()
         raise
+
+
+def _check_batch_size(total: int, layouts: list[FileLayout], plans: list[PiecePlan], options: Options) -> None:
+    """Refuse a batch whose declared uncompressed size exceeds ``max_batch_bytes``.
+
+    Raises
+    ------
+    LimitExceededError
+        Naming the largest file of the batch and the option to raise.
+    """
+    if total <= options.max_batch_bytes:
+        return
+    largest = max(range(len(layouts)), key=lambda i: layouts[i].size)
+    raise LimitExceededError(
+        f"the uncompressed image of this batch would take {total} bytes "
+        f"({layouts[largest].size} for this file), more than max_batch_bytes "
+        f"{options.max_batch_bytes} (raise the option max_batch_bytes to read it)",
+        PageLocation(file=plans[largest].piece.path),
+    )
 
 
 def iter_batches(fs, plans, router, options, report) -> Iterator[DecompressedBatch]:
