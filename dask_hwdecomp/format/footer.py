@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import struct as _struct
 from dataclasses import dataclass
 
 from ..errors import CorruptMetadataError, PageLocation
-from .structs import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
+from .structs import Codec, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
 from .thrift import Struct, T, ThriftError, decode_struct
 
 __all__ = ["Footer", "parse_footer", "read_footer", "TAIL_GUESS"]
 
 TAIL_GUESS = 64 * 1024
+_DECODED_CODECS = frozenset(c.value for c in Codec if c != Codec.LZO)
+CODEC_NAMES = {c.value: c.name for c in Codec}
+_PARQUET_MR = re.compile(rb"\s*parquet-mr(?:\s+version\s+(\d+)(?:\.(\d+))?(?:\.(\d+))?)?", re.IGNORECASE)
 MAGIC = b"PAR1"
 ENCRYPTED_MAGIC = b"PARE"
 
@@ -49,6 +53,24 @@ class Footer:
     def column_chunks(self, rg: int) -> list[Struct]:
         return self.row_groups[rg].get_value(RowGroup.columns, (T.STRUCT, []))[1]
 
+    @property
+    def pads_column_chunks(self) -> bool:
+        """True where ``total_compressed_size`` may be understated (PARQUET-816).
+
+        parquet-mr before 1.2.9 left the dictionary page header out of it;
+        Arrow reads up to 100 bytes past the declared end for those writers
+        only, and so do we: for any other writer a page running past its
+        chunk is corrupt.
+        """
+        created_by = self.meta.get_value(FileMetaData.created_by)
+        if not isinstance(created_by, bytes):
+            return False
+        m = _PARQUET_MR.match(created_by)
+        if m is None:
+            return False
+        version = tuple(int(g) if g else 0 for g in m.groups())
+        return version < (1, 2, 9)
+
     def unsupported_reason(self) -> str | None:
         """Why this path cannot serve the file, or None if it can."""
         if self.encrypted_footer:
@@ -66,6 +88,10 @@ class Footer:
                 md = chunk.get_value(ColumnChunk.meta_data)
                 if md is None:
                     return "a column chunk has no metadata"
+                codec = md.get_value(ColumnMetaData.codec)
+                if codec not in _DECODED_CODECS:
+                    name = CODEC_NAMES.get(codec, f"with id {codec}")
+                    return f"a column chunk uses compression codec {name}, which this reader does not decode"
         return None
 
 
@@ -130,18 +156,48 @@ def _want(s, fid: int, ttype: int, name: str, where: PageLocation, elem: int | N
     return item[1]
 
 
+# Fields parquet.thrift marks required, with their types: pyarrow's Thrift
+# reader refuses a footer that lacks one (or has it with another type), so
+# this reader, which rewrites the footer and would heal some, refuses it too.
+_REQUIRED = {
+    "FileMetaData": ((1, T.I32, None, "version"), (2, T.LIST, T.STRUCT, "schema"),
+                     (3, T.I64, None, "num_rows"), (4, T.LIST, T.STRUCT, "row_groups")),
+    "RowGroup": ((1, T.LIST, T.STRUCT, "columns"), (2, T.I64, None, "total_byte_size"),
+                 (3, T.I64, None, "num_rows")),
+    "ColumnChunk": ((2, T.I64, None, "file_offset"),),
+    "ColumnMetaData": ((1, T.I32, None, "type"), (2, T.LIST, T.I32, "encodings"),
+                       (3, T.LIST, T.BINARY, "path_in_schema"), (4, T.I32, None, "codec"),
+                       (5, T.I64, None, "num_values"), (6, T.I64, None, "total_uncompressed_size"),
+                       (7, T.I64, None, "total_compressed_size"), (9, T.I64, None, "data_page_offset")),
+    "SchemaElement": ((4, T.BINARY, None, "name"),),
+}
+
+
+def _require(s: Struct, struct_name: str, where: PageLocation) -> None:
+    for fid, ttype, elem, name in _REQUIRED[struct_name]:
+        if s.get(fid) is None:
+            raise CorruptMetadataError(f"footer lacks the required field {struct_name}.{name}", where)
+        _want(s, fid, ttype, f"{struct_name}.{name}", where, elem)
+
+
 def _check_shape(meta: Struct, where: PageLocation) -> None:
-    """Check the types of every footer field this reader uses."""
+    """Check the required fields and the types of every footer field this reader uses."""
+    _require(meta, "FileMetaData", where)
+    for element in meta.get_value(FileMetaData.schema)[1]:
+        _require(element, "SchemaElement", where)
     groups = _want(meta, FileMetaData.row_groups, T.LIST, "row_groups", where, T.STRUCT)
     _want(meta, FileMetaData.num_rows, T.I64, "num_rows", where)
     for i, rg in enumerate(groups[1] if groups else []):
         here = where.with_(row_group=i)
+        _require(rg, "RowGroup", here)
         cols = _want(rg, RowGroup.columns, T.LIST, "columns", here, T.STRUCT)
         _want(rg, RowGroup.num_rows, T.I64, "num_rows", here)
         for chunk in cols[1] if cols else []:
+            _require(chunk, "ColumnChunk", here)
             md = _want(chunk, ColumnChunk.meta_data, T.STRUCT, "meta_data", here)
             if md is None:
                 continue
+            _require(md, "ColumnMetaData", here)
             _want(md, ColumnMetaData.path_in_schema, T.LIST, "path_in_schema", here, T.BINARY)
             for fid, name, ttype in (
                 (ColumnMetaData.codec, "codec", T.I32),

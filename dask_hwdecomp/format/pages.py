@@ -55,8 +55,11 @@ class Page:
     compressed: bool
 
 
-def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation) -> ChunkRange:
+def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: bool = False) -> ChunkRange:
     """Compute and check the byte range of a column chunk.
+
+    ``pad`` reads up to 100 bytes past the declared end, for writers that
+    understated ``total_compressed_size`` (see ``Footer.pads_column_chunks``).
 
     Raises
     ------
@@ -98,8 +101,9 @@ def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation) -> Chunk
         raise CorruptMetadataError(
             f"column chunk {start}+{length} runs past the footer at {footer_offset}", where
         )
-    # Read a little past the declared end, as Arrow does, for old writers.
-    padded = min(length + _PADDING, footer_offset - start)
+    # Read a little past the declared end, as Arrow does, for old writers
+    # only: for the others a page past the declared end is corrupt.
+    padded = min(length + _PADDING, footer_offset - start) if pad else length
     return ChunkRange(start, padded, length, codec, num_values, md)
 
 
@@ -170,8 +174,10 @@ def scan_chunk(
                 "(raise the option max_page_bytes to read it)",
                 here,
             )
-        if verify_checksums and PageHeader.crc in header:
-            stored = header.get_value(PageHeader.crc) & 0xFFFFFFFF
+        crc = header.get_value(PageHeader.crc)
+        # A crc of another Thrift type is skipped, as pyarrow's reader skips it.
+        if verify_checksums and isinstance(crc, int) and not isinstance(crc, bool):
+            stored = crc & 0xFFFFFFFF
             actual = zlib.crc32(data[body_start : body_start + csize])
             if stored != actual:
                 raise ChecksumError(

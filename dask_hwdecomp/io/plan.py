@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import PageLocation
+from ..errors import CorruptMetadataError, PageLocation
 from ..format.footer import Footer, column_path, read_footer
 from ..format.pages import ChunkRange, chunk_range
-from ..format.structs import ColumnMetaData
+from ..format.structs import ColumnMetaData, RowGroup
 
 __all__ = ["Piece", "PiecePlan", "plan_piece", "select_columns", "open_footer"]
 
@@ -99,14 +99,22 @@ def plan_piece(fs, piece: Piece, columns, footer: Footer | None = None) -> Piece
     for rg in dict.fromkeys(rgs):
         chunks = footer.column_chunks(rg)
         if len(chunks) != len(footer.column_chunks(0)):
-            from ..errors import CorruptMetadataError
-
             raise CorruptMetadataError(
                 f"row group has {len(chunks)} column chunks, row group 0 has "
                 f"{len(footer.column_chunks(0))}",
                 PageLocation(file=piece.path, row_group=rg),
             )
+        num_rows = footer.row_groups[rg].get_value(RowGroup.num_rows, 0)
         for col in leaves:
             where = PageLocation(file=piece.path, row_group=rg, column=column_path(chunks[col]))
-            plan.chunks.append((rg, col, chunk_range(chunks[col], footer.footer_offset, where), where))
+            rng = chunk_range(chunks[col], footer.footer_offset, where, pad=footer.pads_column_chunks)
+            if num_rows < 0 or num_rows > rng.num_values:
+                # Every row puts at least one value (or null) in every leaf
+                # column; a larger row count only makes the decoder allocate.
+                raise CorruptMetadataError(
+                    f"row group declares {num_rows} rows but the column chunk holds "
+                    f"{rng.num_values} values",
+                    where,
+                )
+            plan.chunks.append((rg, col, rng, where))
     return plan
