@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import assert_tables_equal, corpus_root, matrix_table, write_matrix
+from helpers import FUZZ_STATS, assert_tables_equal, corpus_root, matrix_table, write_matrix
 
 __all__ = ["assert_tables_equal"]
 
@@ -36,3 +36,11 @@ def matrix_source():
 def matrix_files(tmp_path_factory, matrix_source):
     """The generated matrix: codec × data page v1/v2 × dictionary on/off, written once."""
     return write_matrix(tmp_path_factory.mktemp("matrix"), matrix_source)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say how many fuzz cases ran (issue 4 asks for the count)."""
+    if FUZZ_STATS:
+        terminalreporter.section("fuzzing")
+        for line in FUZZ_STATS:
+            terminalreporter.write_line(line)

@@ -26,7 +26,11 @@ __all__ = [
     "MATRIX_CODECS",
     "write_matrix",
     "walk_buffers",
+    "FUZZ_STATS",
 ]
+
+# Lines the fuzz tests report; conftest prints them in the terminal summary.
+FUZZ_STATS: list[str] = []
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,87 @@
+"""Child process of the fuzz harness (tests/fuzzing.py): reads cases, answers verdicts.
+
+Protocol, one JSON object per line: the parent sends ``{"path": ..., "backend": ...}``;
+the child answers ``{"stage": "ours"}`` and ``{"stage": "pyarrow"}`` as it
+starts each read (so that a crash or hang is attributed to the right
+reader), then ``{"verdict": ..., "detail": ...}``. The address space is
+limited (RLIMIT_AS) so that unbounded allocation shows as a MemoryError or
+a dead child instead of swapping the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import sys
+import warnings
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import dask_hwdecomp
+from dask_hwdecomp import HwdecompError, HwdecompFallbackWarning
+from helpers import tables_equal
+
+
+def _send(obj) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _memory_error(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, (MemoryError, pa.ArrowMemoryError)):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def run_case(path: str, backend: str) -> dict:
+    _send({"stage": "ours"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            got, ours = dask_hwdecomp.read_table(path, backend=backend), None
+        except Exception as exc:  # classified below: the point of the test
+            got, ours = None, exc
+    fell_back = any(issubclass(w.category, HwdecompFallbackWarning) for w in caught)
+    _send({"stage": "pyarrow"})
+    try:
+        want, theirs = pq.read_table(path), None
+    except Exception as exc:
+        want, theirs = None, exc
+    if _memory_error(ours):
+        return {"verdict": "FAIL-memory", "detail": repr(ours)}
+    if ours is not None:
+        if isinstance(ours, HwdecompError):
+            return {"verdict": "ok-our-error" if theirs is not None else "ok-our-error-pyarrow-reads",
+                    "detail": f"{type(ours).__name__}: {str(ours)[-200:]}"}
+        if fell_back and theirs is not None and type(ours) is type(theirs) and str(ours) == str(theirs):
+            return {"verdict": "ok-as-pyarrow", "detail": repr(ours)[:200]}
+        return {"verdict": "FAIL-foreign-exception", "detail": f"{type(ours).__module__}.{type(ours).__name__}: {str(ours)[:300]}"}
+    if theirs is not None:
+        return {"verdict": "FAIL-rows-where-pyarrow-refuses", "detail": f"pyarrow: {type(theirs).__name__}: {str(theirs)[:300]}"}
+    why = tables_equal(got, want)
+    if why is not None:
+        return {"verdict": "FAIL-different-table", "detail": why[:300]}
+    return {"verdict": "ok-equal", "detail": ""}
+
+
+def main() -> None:
+    limit = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    warm = sys.argv[2] if len(sys.argv) > 2 else None
+    if warm:  # start thread pools and allocators before the limit is set
+        dask_hwdecomp.read_table(warm, backend="cpu")
+        pq.read_table(warm)
+    if limit:
+        vm = int(re.search(r"VmSize:\s+(\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (vm + limit, vm + limit))
+    _send({"ready": True})
+    for line in sys.stdin:
+        case = json.loads(line)
+        _send(run_case(case["path"], case.get("backend", "cpu")))
+
+
+if __name__ == "__main__":
+    main()

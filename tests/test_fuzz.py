@@ -1,0 +1,313 @@
+"""Fuzzing the read path with mutated files of every codec (issue 4).
+
+Each mutant must give either one of the project's exceptions or a table equal
+to pyarrow's; never another exception type, rows where pyarrow refuses the
+file, a crash, a hang or unbounded memory. Cases run in a child process
+(timeout per case, RLIMIT_AS). CI runs a fixed, seeded sequence for a bounded
+time; ``-m slow`` runs it for longer. The number of cases run is printed in
+the terminal summary.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import time
+import tracemalloc
+
+import cramjam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dask_hwdecomp
+from dask_hwdecomp import CorruptPageError, HwdecompError, LimitExceededError
+from dask_hwdecomp.format.structs import Codec, PageHeader
+from dask_hwdecomp.format.thrift import T, encode_struct
+from fuzzing import MUTATORS, Harness, file_map
+from helpers import FUZZ_STATS, corpus_root
+from rewrite import compress_values, gzip_members, hadoop_lz4, rewrite_pages
+
+CORPUS_SEEDS = [
+    "data/hadoop_lz4_compressed.parquet",
+    "data/non_hadoop_lz4_compressed.parquet",
+    "data/concatenated_gzip_members.parquet",
+    "data/datapage_v2_empty_datapage.snappy.parquet",
+    "data/page_v2_empty_compressed.parquet",
+    "data/rle-dict-snappy-checksum.parquet",
+    "data/datapage_v2.snappy.parquet",
+    "data/nested_maps.snappy.parquet",
+    "data/byte_stream_split.zstd.parquet",
+    "data/delta_length_byte_array.parquet",
+]
+
+
+def _seed_table(n: int = 200) -> pa.Table:
+    rng = np.random.default_rng(3)
+    f = rng.normal(size=n)
+    f[::11] = np.nan
+    return pa.table(
+        {
+            "i": pa.array(rng.integers(-1 << 40, 1 << 40, n)),
+            "s": pa.array([f"v{i % 9}" if i % 4 else None for i in range(n)]),
+            "l": pa.array([[i, None] if i % 3 else None for i in range(n)], pa.list_(pa.int32())),
+            "st": pa.array([{"a": i, "b": str(i)} if i % 5 else None for i in range(n)]),
+            "f": pa.array(f),
+            "b": pa.array(rng.integers(0, 2, n).astype(bool)),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory):
+    """Small valid files: every codec × page version (dictionary on and off), corpus files, hand-built pages."""
+    d = tmp_path_factory.mktemp("fuzz-seeds")
+    table = _seed_table()
+    out = []
+    for codec in ("none", "snappy", "gzip", "lz4", "zstd", "brotli"):
+        for version in ("1.0", "2.0"):
+            for dictionary in (True, False):
+                p = d / f"{codec}-v{version[0]}-{'dict' if dictionary else 'plain'}.parquet"
+                pq.write_table(table, p, compression=codec, data_page_version=version, use_dictionary=dictionary,
+                               row_group_size=100, data_page_size=400, write_batch_size=40)
+                out.append(p)
+    plain2 = d / "none-v2-plain.parquet"
+    plain1 = d / "none-v1-plain.parquet"
+    for name, src, codec, compress in [
+        ("gzip-members-v1", plain1, Codec.GZIP, gzip_members(3)),
+        ("gzip-members-v2", plain2, Codec.GZIP, gzip_members(2, filename="x", comment=True)),
+        ("lz4-hadoop-v1", plain1, Codec.LZ4, hadoop_lz4(3)),
+        ("snappy-v2-stored", plain2, Codec.SNAPPY, lambda b: bytes(cramjam.snappy.compress_raw(b))),
+    ]:
+        p = d / f"{name}.parquet"
+        rewrite_pages(src, p, compress_values(compress, v2_uncompressed=lambda pg: pg.page.ordinal % 3 == 0), codec=codec)
+        out.append(p)
+    root = corpus_root()
+    out += [root / s for s in CORPUS_SEEDS if (root / s).exists()]
+    return [(p, file_map(p)) for p in out]
+
+
+def _fuzz(seeds, tmp_path, *, seconds: float, max_cases: int, offset: int, name: str):
+    harness = Harness(tmp_path, timeout=10.0, memory_limit=3 << 30, warm=seeds[0][0])
+    names = sorted(MUTATORS)
+    started = time.monotonic()
+    i = 0
+    try:
+        while i < max_cases and time.monotonic() - started < seconds:
+            path, fm = seeds[i % len(seeds)]
+            mutator = names[(i // len(seeds)) % len(names)]
+            rnd = random.Random(offset + i)
+            data = MUTATORS[mutator](fm, rnd)
+            harness.run(data, f"{mutator}:{path.name}:{offset + i}")
+            i += 1
+    finally:
+        harness.close()
+    r = harness.results
+    elapsed = time.monotonic() - started
+    FUZZ_STATS.append(f"{name}: {r.summary()} in {elapsed:.1f}s; per mutator: {dict(sorted(r.by_mutator.items()))}"
+                      + (f"; pyarrow itself crashed/hung on {len(r.oracle_trouble)}" if r.oracle_trouble else ""))
+    print(FUZZ_STATS[-1])
+    if r.failures:
+        keep = tmp_path / "failures"
+        keep.mkdir(exist_ok=True)
+        lines = []
+        for label, verdict, detail, data in r.failures[:30]:
+            (keep / (label.replace(":", "_") + ".parquet")).write_bytes(data)
+            lines.append(f"{verdict} {label}: {detail}")
+        pytest.fail(f"{len(r.failures)} of {r.cases} mutants failed (saved under {keep}):\n" + "\n".join(lines))
+    assert r.cases >= min(max_cases, 200), f"only {r.cases} cases ran in {seconds}s"
+    return r
+
+
+def test_fuzz(seeds, tmp_path):
+    """Bounded for CI: a fixed sequence of mutants, at most ~40 s."""
+    seconds = float(os.environ.get("HWDECOMP_FUZZ_SECONDS", "40"))
+    _fuzz(seeds, tmp_path, seconds=seconds, max_cases=3000, offset=0, name="fuzz (CI)")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_fuzz_long(seeds, tmp_path):
+    seconds = float(os.environ.get("HWDECOMP_FUZZ_SECONDS", "900"))
+    _fuzz(seeds, tmp_path, seconds=seconds, max_cases=10**7, offset=10**6, name="fuzz (slow)")
+
+
+# --- targeted hostile cases ---------------------------------------------------------------------
+
+
+def _claim_big_first_page(src, dst, size: int) -> None:
+    """Rewrite ``src`` with the first data page of the first chunk claiming ``size`` bytes.
+
+    Offsets and sizes are rewritten consistently, so only the claim is wrong.
+    """
+    done = []
+
+    def transform(p):
+        if not done and p.page.page_type in (0, 3):
+            p.header[PageHeader.uncompressed_page_size] = (T.I32, size)
+            done.append(p.page.ordinal)
+        return p.header, p.body
+
+    rewrite_pages(src, dst, transform)
+    assert done
+
+
+@pytest.mark.parametrize("codec", ["zstd-v1-plain", "snappy-v2-plain", "brotli-v1-dict", "gzip-v1-plain"])
+def test_two_gib_page_fails_fast_without_allocating(seeds, tmp_path, codec):
+    """A header claiming a 2**31-byte page is refused before anything that size is allocated."""
+    path, _ = next(s for s in seeds if s[0].stem == codec)
+    bad = tmp_path / "big.parquet"
+    _claim_big_first_page(path, bad, (1 << 31) - 1)
+    for opts, option in [
+        ({}, "max_page_bytes"),
+        # with the page cap raised, the batch cap (or a check of the frame) still holds
+        ({"max_page_bytes": 1 << 32, "max_batch_bytes": 1 << 30}, "max_batch_bytes"),
+    ]:
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        try:
+            with pytest.raises(HwdecompError) as info:
+                dask_hwdecomp.read_table(bad, backend="cpu", **opts)
+        finally:
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+        assert time.perf_counter() - t0 < 5
+        assert peak < 64 << 20, f"peak {peak} bytes traced"
+        assert str(bad) in str(info.value)
+        if isinstance(info.value, LimitExceededError):
+            assert option in str(info.value)
+        else:  # the page's own bytes contradict the claim (snappy preamble, stored size)
+            assert info.value.location is not None and info.value.location.page is not None
+
+
+def test_batch_cap_names_the_option(seeds):
+    path, _ = seeds[0]
+    with pytest.raises(LimitExceededError, match="max_batch_bytes") as info:
+        dask_hwdecomp.read_table(path, backend="cpu", max_batch_bytes=1000)
+    assert str(path) in str(info.value)
+    pq.read_table(path)  # a valid file: the cap, not the file, refused it
+
+
+@pytest.mark.parametrize("seed", ["gzip-v1-plain", "gzip-members-v1", "gzip-members-v2"])
+def test_gzip_crc_mismatch_is_refused(seeds, tmp_path, seed):
+    """pyarrow (zlib) refuses a gzip member whose CRC-32 does not match: so must we."""
+    path, fm = next(s for s in seeds if s[0].stem == seed)
+    gz = [p for p in fm.pages if b"\x1f\x8b\x08" in fm.data[p.body_start : p.body_end]]  # compressed pages
+    page = max(gz, key=lambda p: p.body_end - p.body_start)
+    data = bytearray(fm.data)
+    data[page.body_end - 8] ^= 0x01  # CRC-32 of the last member
+    bad = tmp_path / "crc.parquet"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(Exception):
+        pq.read_table(bad)
+    with pytest.raises(CorruptPageError, match="CRC|gzip"):
+        dask_hwdecomp.read_table(bad, backend="cpu")
+
+
+# --- regressions found by the fuzzer ----------------------------------------------------------
+
+from dask_hwdecomp import CorruptMetadataError, HwdecompFallbackWarning  # noqa: E402
+from dask_hwdecomp.format.structs import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup  # noqa: E402
+from fuzzing import _with_footer  # noqa: E402
+
+
+def _edited_footer(fm, edit) -> bytes:
+    meta = fm.footer.copy()
+    groups = [g.copy() for g in meta.get_value(FileMetaData.row_groups)[1]]
+    cols = [c.copy() for c in groups[0].get_value(RowGroup.columns)[1]]
+    md = cols[0].get_value(ColumnChunk.meta_data).copy()
+    edit(meta, groups[0], cols[0], md)
+    cols[0][ColumnChunk.meta_data] = (T.STRUCT, md)
+    groups[0][RowGroup.columns] = (T.LIST, (T.STRUCT, cols))
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, groups))
+    return _with_footer(fm, meta)
+
+
+def _refused_by_both(tmp_path, data: bytes, err=HwdecompError, *, oracle=True):
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(data)
+    if oracle:
+        with pytest.raises(Exception):
+            pq.read_table(bad)
+    with pytest.raises(err) as info:
+        dask_hwdecomp.read_table(bad, backend="cpu")
+    assert str(bad) in str(info.value)
+    return info.value
+
+
+def test_page_past_the_declared_chunk_end_is_refused(seeds, tmp_path):
+    """Only parquet-mr < 1.2.9 gets Arrow's 100 bytes of slack (PARQUET-816)."""
+    _, fm = next(s for s in seeds if s[0].stem == "lz4-v1-dict")
+
+    def shrink(meta, rg, chunk, md):
+        md[ColumnMetaData.total_compressed_size] = (T.I64, md.get_value(ColumnMetaData.total_compressed_size) - 2)
+
+    exc = _refused_by_both(tmp_path, _edited_footer(fm, shrink), CorruptMetadataError)
+    assert "runs past the column chunk" in str(exc)
+
+
+def test_row_count_beyond_the_values_is_refused(seeds, tmp_path):
+    """A row group claiming 2**34 rows made pyarrow try to allocate 16 GiB.
+
+    pyarrow itself is not asked here: on this file it allocates until killed.
+    """
+    _, fm = next(s for s in seeds if s[0].stem == "zstd-v2-dict")
+
+    def rows(meta, rg, chunk, md):
+        rg[RowGroup.num_rows] = (T.I64, 1 << 34)
+
+    t0 = time.perf_counter()
+    exc = _refused_by_both(tmp_path, _edited_footer(fm, rows), CorruptMetadataError, oracle=False)
+    assert "17179869184 rows" in str(exc) and time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("field", ["row_groups", "file_offset"])
+def test_missing_required_footer_field_is_refused(seeds, tmp_path, field):
+    """The footer is rewritten for pyarrow; a required field it lacks must not be healed."""
+    _, fm = next(s for s in seeds if s[0].stem == "snappy-v1-dict")
+
+    def drop(meta, rg, chunk, md):
+        if field == "file_offset":
+            chunk[ColumnChunk.file_offset] = (T.I16, 4)  # wrong type: pyarrow skips it
+    data = _edited_footer(fm, drop)
+    if field == "row_groups":
+        meta = fm.footer.copy()
+        meta[6] = meta.pop(FileMetaData.row_groups)  # as a flipped field id did
+        data = _with_footer(fm, meta)
+    exc = _refused_by_both(tmp_path, data, CorruptMetadataError)
+    assert field in str(exc)
+
+
+@pytest.mark.parametrize("codec", [3, 8, 99, -1])
+def test_unknown_codec_goes_to_pyarrow(seeds, tmp_path, codec):
+    """An all-null v2 chunk has nothing to decompress, but pyarrow still refuses its codec."""
+    _, fm = next(s for s in seeds if s[0].stem == "snappy-v2-dict")
+
+    def set_codec(meta, rg, chunk, md):
+        md[ColumnMetaData.codec] = (T.I32, codec)
+
+    bad = tmp_path / "codec.parquet"
+    bad.write_bytes(_edited_footer(fm, set_codec))
+    with pytest.raises(Exception) as theirs:
+        pq.read_table(bad)
+    with pytest.warns(HwdecompFallbackWarning, match="codec"):
+        with pytest.raises(type(theirs.value), match="codec|LZO"):
+            dask_hwdecomp.read_table(bad, backend="cpu")
+
+
+def test_crc_of_another_type_is_skipped(seeds, tmp_path):
+    """verify_checksums raised TypeError on a crc field that is not an i32."""
+    path, _ = next(s for s in seeds if s[0].stem == "none-v1-plain")
+
+    def crc_binary(p):
+        p.header[PageHeader.crc] = (T.BINARY, b"junk")
+        return p.header, p.body
+
+    bad = tmp_path / "crc.parquet"
+    rewrite_pages(path, bad, crc_binary)
+    want = pq.read_table(bad, page_checksum_verification=True)
+    from helpers import assert_tables_equal
+
+    assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu", verify_checksums=True), want)
