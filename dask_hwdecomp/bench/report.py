@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .stats import ratio
 from .system import format_system
 from .variants import BASELINE
@@ -9,13 +11,21 @@ from .variants import BASELINE
 __all__ = ["render_report"]
 
 
-def _fmt(summary, digits: int = 3) -> str:
-    """Median (min–max) to ``digits`` significant figures."""
+def _num(x: float) -> str:
+    """Three significant figures, never in exponent form."""
+    if x == 0 or abs(x) >= 100:
+        return f"{x:.0f}"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:.{digits}f}"
+
+
+def _fmt(summary, _unused: int = 3) -> str:
+    """Median (min–max), three significant figures."""
     if not summary or summary.get("median") is None:
         return "–"
     if summary["n"] == 1:
-        return f"{summary['median']:.{digits}g}"
-    return f"{summary['median']:.{digits}g} ({summary['min']:.{digits}g}–{summary['max']:.{digits}g})"
+        return _num(summary["median"])
+    return f"{_num(summary['median'])} ({_num(summary['min'])}–{_num(summary['max'])})"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -175,7 +185,18 @@ def render_report(results: dict, checks: list[dict], plots: dict) -> str:
     for key in ("decompression", "sweep"):
         if key in plots:
             lines += ["", f"![{key}]({plots[key]})"]
-    skipped = results.get("skipped", {})
+    skipped = dict(results.get("skipped", {}))
+    if "finished" not in results:
+        missing = [
+            f"{ds} on {sched}"
+            for ds in results.get("datasets", {})
+            for sched in cfg.get("schedulers", ())
+            if "e2e" in cfg.get("parts", ()) and sched not in results.get("endtoend", {}).get(ds, {})
+        ]
+        skipped["run cut short"] = (
+            "the run ended (time limit) before it finished; the figures above are those measured. "
+            + ("End-to-end parts not measured: " + ", ".join(missing) + "." if missing else "")
+        )
     if skipped:
         lines += ["", "## Not run", ""] + [f"- {k}: {v}" for k, v in skipped.items()]
     lines.append("")

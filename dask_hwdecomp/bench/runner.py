@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from .data import CODECS, from_user, generate
 from .system import format_system, system_info
 
-__all__ = ["BenchConfig", "run_bench", "PARTS", "SCHEDULERS"]
+__all__ = ["BenchConfig", "run_bench", "rerender", "PARTS", "SCHEDULERS"]
 
 PARTS = ("e2e", "decompress", "copy", "sweep")
 SCHEDULERS = ("distributed", "threads")
@@ -201,6 +201,19 @@ def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
             # Sweep points are many: at most two timed repeats each.
             dec["sweep"] = sweep(factories, sets, cfg.pages_per_call, cfg.streams, min(cfg.repeats, 2), tick=bar.update)
         _save(cfg, results)
+
+
+def rerender(out_dir) -> dict:
+    """Rewrite ``report.md``, the plots and the target checks from ``results.json``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``results.json`` in ``out_dir``.
+    """
+    out_dir = Path(out_dir)
+    results = json.loads((out_dir / "results.json").read_text())
+    return _save(BenchConfig(out_dir=out_dir, progress=False), results)
 
 
 def run_bench(cfg: BenchConfig) -> dict:

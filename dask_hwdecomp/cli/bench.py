@@ -73,6 +73,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--pages-per-call", type=_ints, default="16,64,256,1024,4096", help="sweep points")
     p.add_argument("--streams", type=_ints, default="1,2,4", help="streams swept (GPU backends)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--rerender", action="store_true", help="only rewrite report.md and plots from OUT/results.json")
     p.set_defaults(func=run)
 
 
@@ -117,8 +118,12 @@ def config_from_args(args):
 
 def run(args) -> int:
     """Run the benchmark; 0 on success, 2 on a bad configuration."""
-    from ..bench.runner import run_bench
+    from ..bench.runner import rerender, run_bench
 
+    if args.rerender:
+        rerender(args.out)
+        print(f"rewrote {args.out}/report.md")
+        return 0
     try:
         cfg = config_from_args(args)
     except ValueError as exc:
