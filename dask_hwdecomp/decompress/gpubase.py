@@ -156,6 +156,20 @@ class GpuBackend:
         """
         return self._pool.get(nbytes)
 
+    def register_host(self, ptr: int, nbytes: int):
+        """Page-lock host memory this backend did not allocate; None if its ops cannot.
+
+        Returns
+        -------
+        object with ``close()`` (unregisters), or None
+
+        Raises
+        ------
+        CudaError
+        """
+        register = getattr(self._ops, "register_host", None)
+        return None if register is None else register(ptr, nbytes)
+
     def stats(self) -> dict:
         """Pool and batcher counters (allocations stay flat in steady state)."""
         out = {f"pinned_{k}": v for k, v in self._pool.stats().items()}

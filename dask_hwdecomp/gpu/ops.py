@@ -7,7 +7,8 @@ stand-in that keeps "device" memory on the host (``tests/standin_engine.py``).
 
 ``activate()``, ``new_stream()``, ``alloc_device(nbytes, stream)``,
 ``alloc_host(nbytes)`` (pinned), ``htod(dst, src, n, stream)``,
-``dtoh(dst, src, n, stream)``, ``synchronize(stream)``, ``describe()``.
+``dtoh(dst, src, n, stream)``, ``synchronize(stream)``, ``describe()``, and
+optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere).
 Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 """
 
@@ -105,6 +106,30 @@ class CudaOps:
             check(driver.cuMemFreeHost(p), "freeing pinned host memory")
 
         return HostAllocation(ptr, nbytes, free)
+
+    def register_host(self, ptr: int, nbytes: int) -> HostAllocation:
+        """Page-lock ``nbytes`` of existing host memory at ``ptr`` (portable).
+
+        The sidecar registers the parent's shared segments once each, so
+        copies from and to them run at pinned speed. ``close()`` unregisters.
+
+        Raises
+        ------
+        CudaError
+        """
+        from cuda.bindings import driver
+
+        self.device.activate()
+        check(
+            driver.cuMemHostRegister(ptr, nbytes, driver.CU_MEMHOSTREGISTER_PORTABLE),
+            f"registering {nbytes} bytes of shared host memory",
+        )
+
+        def unregister(p):
+            self.device.activate()
+            check(driver.cuMemHostUnregister(p), "unregistering shared host memory")
+
+        return HostAllocation(ptr, nbytes, unregister)
 
     def htod(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
         from cuda.bindings import driver

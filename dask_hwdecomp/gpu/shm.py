@@ -1,0 +1,327 @@
+"""Host memory shared with the GPU sidecar process, without copies.
+
+The parent (a worker, or any process calling ``read_table``) fetches file
+bytes straight into buffers from a :class:`SharedPool`; the sidecar that owns
+the GPU maps the same memory and registers it as pinned, once per segment,
+so its copies to and from the device run at pinned speed (gpu-facts.md §3).
+
+A segment is an anonymous ``memfd`` (not a file in ``/dev/shm``, whose size
+containers often cap at 64 MiB) mapped ``MAP_SHARED``. The sidecar opens
+``/proc/<parent pid>/fd/<fd>``: the fd stays open in the parent for as long
+as the segment lives, so the path always names that segment while a request
+uses it. Segments are never sent by value; a request names them by id.
+
+Nothing here touches CUDA: the sidecar passes its registration function in.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from typing import Callable
+
+from .memory import size_class
+
+__all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap"]
+
+_PAGE = mmap.PAGESIZE
+
+
+def _pages(nbytes: int) -> int:
+    return max(_PAGE, (nbytes + _PAGE - 1) // _PAGE * _PAGE)
+
+
+class SharedSegment:
+    """One memfd mapped in this process; owned.
+
+    Parameters
+    ----------
+    seg_id : int
+        Unique within the pool (never reused).
+    nbytes : int
+        Rounded up to whole pages.
+
+    Raises
+    ------
+    OSError
+        The memfd cannot be created or sized (e.g. out of memory).
+    """
+
+    def __init__(self, seg_id: int, nbytes: int):
+        self.id = seg_id
+        self.nbytes = _pages(nbytes)
+        self.fd = os.memfd_create(f"hwdecomp-{seg_id}", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, self.nbytes)
+            self._mmap = mmap.mmap(self.fd, self.nbytes)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.view = memoryview(self._mmap)
+        import numpy as np
+
+        self.address = int(np.frombuffer(self.view, dtype=np.uint8).ctypes.data)
+
+    def close(self) -> None:
+        """Close the fd and unmap (idempotent).
+
+        Slices still held elsewhere (a pyarrow buffer over an image) keep the
+        mapping alive: it is unmapped when the last of them is dropped.
+        """
+        if self.fd < 0:
+            return
+        fd, self.fd = self.fd, -1
+        self.view.release()
+        try:
+            self._mmap.close()
+        except BufferError:
+            pass  # exported slices remain; the mmap object unmaps when they go
+        self._mmap = None
+        os.close(fd)
+
+
+class SharedBuffer:
+    """A slice of a shared segment lent by a :class:`SharedPool`.
+
+    Attributes
+    ----------
+    view : memoryview
+        Writable bytes, exactly the size asked for.
+    segment : SharedSegment
+    pinned : bool
+        Always False here: the sidecar pins the segment in its own process.
+    """
+
+    pinned = False
+
+    def __init__(self, pool: "SharedPool", segment: SharedSegment, nbytes: int, keep: bool):
+        self._pool = pool
+        self.segment = segment
+        self._keep = keep
+        self.view = segment.view[:nbytes]
+
+    def close(self) -> None:
+        """Give the segment back to the pool (idempotent)."""
+        segment, self.segment = self.segment, None
+        if segment is None:
+            return
+        try:
+            self.view.release()
+        except BufferError:  # the caller still exports it (e.g. a numpy array)
+            pass
+        self.view = None
+        self._pool._give_back(segment, self._keep)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class SharedPool:
+    """A capped pool of shared segments, reused by size.
+
+    Parameters
+    ----------
+    cap_bytes : int
+        Most bytes kept in segments (lent and idle). Past the cap a request
+        still gets a shared segment (the sidecar must see it), freed when it
+        is given back instead of kept; ``stats()["overflows"]`` counts them.
+    on_free : callable, optional
+        ``on_free(seg_id)`` after a segment is freed (the sidecar unmaps it).
+    """
+
+    def __init__(self, cap_bytes: int, on_free: Callable[[int], None] | None = None):
+        self.cap_bytes = cap_bytes
+        self.on_free = on_free
+        self._lock = threading.Lock()
+        self._idle: list[SharedSegment] = []
+        self._lent: dict[int, SharedSegment] = {}
+        self._held = 0
+        self._next_id = 1
+        self._closed = False
+        self.allocations = 0
+        self.reuses = 0
+        self.overflows = 0
+
+    def get(self, nbytes: int) -> SharedBuffer:
+        """A buffer of ``nbytes`` in a shared segment.
+
+        Raises
+        ------
+        MemoryError
+            The segment cannot be created.
+        RuntimeError
+            The pool is closed.
+        """
+        freed = []
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the shared host pool is closed")
+            fits = [s for s in self._idle if nbytes <= s.nbytes <= 2 * size_class(nbytes)]
+            if fits:
+                seg = min(fits, key=lambda s: s.nbytes)
+                self._idle.remove(seg)
+                self._lent[seg.id] = seg
+                self.reuses += 1
+                return SharedBuffer(self, seg, nbytes, keep=True)
+            want = _pages(size_class(nbytes))
+            for seg in sorted(self._idle, key=lambda s: -s.nbytes):
+                if self._held + want <= self.cap_bytes:
+                    break
+                self._idle.remove(seg)
+                self._held -= seg.nbytes
+                freed.append(seg)
+            keep = self._held + want <= self.cap_bytes
+            if keep:
+                self._held += want
+            else:
+                self.overflows += 1
+            seg_id, self._next_id = self._next_id, self._next_id + 1
+        for seg in freed:
+            self._free(seg)
+        try:
+            seg = SharedSegment(seg_id, want if keep else nbytes)
+        except OSError as exc:
+            with self._lock:
+                if keep:
+                    self._held -= want
+            raise MemoryError(f"cannot create a {want}-byte shared host segment: {exc}") from None
+        with self._lock:
+            self._lent[seg.id] = seg
+            if keep:
+                self.allocations += 1
+        return SharedBuffer(self, seg, nbytes, keep)
+
+    def find(self, address: int, nbytes: int) -> tuple[SharedSegment, int] | None:
+        """(segment, offset) of a lent segment holding ``[address, +nbytes)``, else None."""
+        with self._lock:
+            for seg in self._lent.values():
+                off = address - seg.address
+                if 0 <= off and off + nbytes <= seg.nbytes:
+                    return seg, off
+        return None
+
+    def _give_back(self, seg: SharedSegment, keep: bool) -> None:
+        with self._lock:
+            self._lent.pop(seg.id, None)
+            if keep and not self._closed:
+                self._idle.append(seg)
+                return
+            if keep:
+                self._held -= seg.nbytes
+        self._free(seg)
+
+    def _free(self, seg: SharedSegment) -> None:
+        seg.close()
+        if self.on_free is not None:
+            self.on_free(seg.id)
+
+    def stats(self) -> dict:
+        """Counters: ``held_bytes``, ``idle_blocks``, ``allocations``, ``reuses``, ``overflows``."""
+        with self._lock:
+            return {
+                "held_bytes": self._held,
+                "idle_blocks": len(self._idle),
+                "allocations": self.allocations,
+                "reuses": self.reuses,
+                "overflows": self.overflows,
+            }
+
+    def close(self) -> None:
+        """Free idle segments now; lent ones are freed when given back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            for seg in idle:
+                self._held -= seg.nbytes
+        for seg in idle:
+            self._free(seg)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class SegmentMap:
+    """The sidecar's side: the parent's segments, mapped and registered once.
+
+    Parameters
+    ----------
+    parent_pid : int
+        Whose ``/proc/<pid>/fd`` names the segments.
+    register : callable, optional
+        ``register(address, nbytes)`` returning a handle with ``close()``
+        (page-locks the mapping for the GPU), or None.
+    """
+
+    def __init__(self, parent_pid: int, register: Callable | None = None):
+        self.parent_pid = parent_pid
+        self._register = register
+        self._lock = threading.Lock()
+        self._maps: dict[int, tuple[mmap.mmap, memoryview, object]] = {}
+        self.registrations = 0
+        self.registration_failures = 0
+
+    def view(self, seg_id: int, fd: int, nbytes: int) -> memoryview:
+        """The whole segment ``seg_id`` (mapped on first use).
+
+        A segment that cannot be registered is used unpinned (copies run at
+        pageable speed) and counted in ``registration_failures``.
+
+        Raises
+        ------
+        OSError
+            The parent's fd cannot be opened (the parent is gone).
+        """
+        with self._lock:
+            entry = self._maps.get(seg_id)
+            if entry is None:
+                with open(f"/proc/{self.parent_pid}/fd/{fd}", "r+b", buffering=0) as f:
+                    mm = mmap.mmap(f.fileno(), nbytes)
+                view = memoryview(mm)
+                handle = None
+                if self._register is not None:
+                    import numpy as np
+
+                    try:
+                        handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), nbytes)
+                        self.registrations += 1
+                    except Exception:  # still correct unpinned, only slower: counted, not fatal
+                        self.registration_failures += 1
+                entry = self._maps[seg_id] = (mm, view, handle)
+            return entry[1]
+
+    def forget(self, seg_id: int) -> None:
+        """Unregister and unmap one segment (unknown ids are ignored)."""
+        with self._lock:
+            entry = self._maps.pop(seg_id, None)
+        if entry is not None:
+            _unmap(entry)
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def close(self) -> None:
+        """Unregister and unmap every segment."""
+        with self._lock:
+            entries, self._maps = list(self._maps.values()), {}
+        for entry in entries:
+            _unmap(entry)
+
+
+def _unmap(entry) -> None:
+    mm, view, handle = entry
+    try:
+        if handle is not None:
+            handle.close()
+    finally:
+        view.release()
+        try:
+            mm.close()
+        except BufferError:  # a request still holds a slice; unmapped when it drops it
+            pass
