@@ -76,6 +76,11 @@ class Options:
     batch_latency_ms : float
         How long a worker's batcher waits for pages of concurrent tasks to
         join a GPU call.
+    gpu_timeout_s : float
+        How long a GPU backend's sidecar process may take over one batch (plus
+        a second per 200 MiB of the batch) before it is taken for hung,
+        killed and restarted; the batch's bad page is then found on the CPU
+        and named in a :class:`~dask_hwdecomp.errors.CorruptPageError`.
     """
 
     backend: str = "auto"
@@ -88,6 +93,7 @@ class Options:
     cpu_retry: bool = False
     on_unsupported: str = "warn"
     batch_latency_ms: float = 2.0
+    gpu_timeout_s: float = 60.0
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -104,6 +110,8 @@ class Options:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.batch_latency_ms < 0:
             raise ValueError("batch_latency_ms must be >= 0")
+        if not self.gpu_timeout_s > 0:
+            raise ValueError(f"gpu_timeout_s must be > 0, got {self.gpu_timeout_s!r}")
 
     def replace(self, **changes: Any) -> "Options":
         """Return a copy with ``changes`` applied (unknown names raise)."""

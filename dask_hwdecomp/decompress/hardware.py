@@ -51,14 +51,17 @@ def probe() -> str | None:
     except ImportError:
         return "cuda-bindings is not installed (pip install dask-hwdecomp[gpu])"
     try:
-        from ..gpu.device import Device, device_count
-        from ..gpu.engine import engine_capabilities
+        from cuda.bindings import driver
+
+        from ..gpu.device import device_count, device_properties
 
         if device_count() < 1:
             return "no CUDA device"
-        with Device(0) as device:
-            mask, length = engine_capabilities(device)
-            name = device.name
+        attr = driver.CUdevice_attribute  # attributes only: no context in this process
+        name, (mask, length) = device_properties(0, [
+            attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK,
+            attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH,
+        ])
     except Exception as exc:  # the probe reports, it never raises
         return f"no CUDA device (the CUDA driver is unusable: {exc})"
     if not mask & sum(ALGO_BIT.values()):

@@ -3,6 +3,13 @@
 Each backend module exposes ``probe() -> str | None`` (None when it can run
 here, else why not) and ``create(options) -> Backend``. The GPU modules are
 imported only when probed, so a machine without CUDA never imports it.
+Probes never create a CUDA context in this process.
+
+A GPU backend opened here is an
+:class:`~dask_hwdecomp.decompress.isolated.IsolatedBackend`: the module's
+``create`` runs in a sidecar process, so a page that kills a CUDA context
+kills only that process (see ``docs/gpu.md``). ``module.create`` in process
+is for the stand-in tests and the decompression benchmark.
 """
 
 from __future__ import annotations
@@ -44,12 +51,17 @@ def probe(name: str) -> str | None:
 def _key(name: str, options: Options) -> tuple:
     if name == "cpu":
         return (name, options.cpu_threads)
-    # GPU backends read these at creation (batcher latency, host CRC check).
-    return (name, options.streams, options.batch_bytes, options.batch_latency_ms, options.verify_checksums)
+    # GPU backends read these at creation (batcher latency, host CRC check,
+    # the sidecar's deadline).
+    return (name, options.streams, options.batch_bytes, options.batch_latency_ms, options.verify_checksums,
+            options.gpu_timeout_s)
 
 
 def get_backend(name: str, options: Options):
     """The process's open backend ``name`` for these options (created once).
+
+    A GPU backend starts its sidecar process here (once per process and
+    options; a worker's ``HwdecompPlugin.setup`` pays it at start).
 
     Raises
     ------
@@ -68,8 +80,9 @@ def get_backend(name: str, options: Options):
                 reason = probe(name)
                 if reason is not None:
                     raise BackendUnavailableError(f"backend {name!r} is not available: {reason}")
-                module = importlib.import_module(BACKEND_MODULES[name])
-                backend = module.create(options)
+                from .isolated import IsolatedBackend
+
+                backend = IsolatedBackend(name, f"{BACKEND_MODULES[name]}:create", options)
             _open[key] = backend
         return backend
 

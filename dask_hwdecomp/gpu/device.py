@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .check import check
 
-__all__ = ["Device", "device_count"]
+__all__ = ["Device", "device_count", "device_properties"]
 
 
 def _driver():
@@ -33,6 +33,24 @@ def device_count() -> int:
     if int(err) != 0:
         return 0
     return check(driver.cuDeviceGetCount(), "counting CUDA devices")
+
+
+def device_properties(ordinal: int, attrs) -> tuple[str, list[int]]:
+    """(name, [values of ``attrs``]) of a device, without creating a context.
+
+    Probes use this: the process that reads must never hold a CUDA context
+    (its GPU work runs in a sidecar process, see ``gpu/sidecar.py``).
+
+    Raises
+    ------
+    CudaError
+    """
+    driver = _driver()
+    check(driver.cuInit(0), "initialising the CUDA driver")
+    handle = check(driver.cuDeviceGet(ordinal), f"getting device {ordinal}")
+    name = check(driver.cuDeviceGetName(256, handle), "reading the device name")
+    values = [int(check(driver.cuDeviceGetAttribute(a, handle), f"reading {a!r}")) for a in attrs]
+    return bytes(name).split(b"\0", 1)[0].decode(errors="replace"), values
 
 
 class Device:
