@@ -10,11 +10,22 @@ raises the documented error (``CUDA_ERROR_NOT_SUPPORTED``, 801) for an
 algorithm bit outside the mask or a size over the maximum length. "Device"
 memory is host memory (numpy arrays); copies are memmoves; streams are
 synchronous. It has the methods of :class:`dask_hwdecomp.gpu.engine.EngineDriver`.
+
+Corrupt input is undefined behaviour on the engine. By default the stand-in
+reports 0 bytes for such a page; ``fault`` makes it do what nvCOMP 6.0 was
+seen to do on the H200 instead (gpu-facts.md §2), to test the GPU sidecar:
+``"die"`` (the process is gone, as when a lost context ends the sidecar),
+``"hang"`` (the call never returns), ``"illegal_address"`` (the call raises
+``CUDA_ERROR_ILLEGAL_ADDRESS``). ``fault_on="every call"`` models a broken
+device: it faults on valid pages too.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+import signal
+import threading
 
 import cramjam
 import numpy as np
@@ -58,9 +69,15 @@ class StandinEngine:
     params_dtype = PARAMS_DTYPE
     entry_point = "stand-in"
 
-    def __init__(self, mask: int = 7, max_length: int = 4 << 20):
+    def __init__(self, mask: int = 7, max_length: int = 4 << 20, fault: str | None = None,
+                 fault_on: str = "corrupt"):
+        if fault not in (None, "die", "hang", "illegal_address") or fault_on not in ("corrupt", "every call"):
+            raise ValueError(f"unknown fault {fault!r} on {fault_on!r}")
         self.mask = mask
         self.max_length = max_length
+        self.fault = fault
+        self.fault_on = fault_on
+        self.registered: dict[int, int] = {}
         self._live: dict[int, np.ndarray] = {}
         self.calls: list[np.ndarray] = []  # copies of every params array submitted
         self.device_allocations = 0
@@ -86,6 +103,20 @@ class StandinEngine:
 
     def alloc_host(self, nbytes: int) -> HostAllocation:
         return self._alloc(nbytes, HostAllocation)
+
+    def register_host(self, ptr: int, nbytes: int) -> HostAllocation:
+        """Record a registration (host memory is already "device" memory here)."""
+        self.registered[ptr] = nbytes
+        return HostAllocation(ptr, nbytes, lambda p: self.registered.pop(p))
+
+    def _undefined(self) -> None:
+        if self.fault == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif self.fault == "hang":
+            threading.Event().wait()
+        elif self.fault == "illegal_address":
+            raise CudaError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered "
+                            "(while waiting for a stream)", code=700, name="CUDA_ERROR_ILLEGAL_ADDRESS")
 
     def htod(self, dst: int, src: int, nbytes: int, stream) -> None:
         ctypes.memmove(dst, src, nbytes)
@@ -114,12 +145,15 @@ class StandinEngine:
                 raise _not_supported(f"algorithm {algo} is not in the mask {self.mask}")
             if rec["src_num_bytes"] > self.max_length or rec["dst_num_bytes"] > self.max_length:
                 raise _not_supported(f"sizes {rec['src_num_bytes']}, {rec['dst_num_bytes']} exceed {self.max_length}")
+        if self.fault_on == "every call":
+            self._undefined()
         for rec in params:
             src = ctypes.string_at(int(rec["src"]), int(rec["src_num_bytes"]))
             out = np.zeros(int(rec["dst_num_bytes"]), dtype=np.uint8)
             try:
                 written = _DECODERS[int(rec["algo"])](src, out)
             except Exception:  # corrupt input: undefined on the engine; report 0 bytes
+                self._undefined()
                 written = 0
             ctypes.memmove(int(rec["dst"]), out.ctypes.data, min(written, len(out)))
             ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = written

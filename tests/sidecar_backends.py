@@ -1,0 +1,43 @@
+"""Backends a GPU sidecar hosts in the CI tests of the isolation (no GPU).
+
+Each is a ``function(options)`` the sidecar process imports by name
+(``sidecar_backends:standin``): the real CPU backend, or the real GPU
+backend code over the engine stand-in (``standin_engine.StandinEngine``),
+with the faults nvCOMP was seen to have on corrupt pages.
+"""
+
+from __future__ import annotations
+
+from dask_hwdecomp.decompress.cpu import CpuBackend
+from dask_hwdecomp.decompress.hardware import create_with
+from dask_hwdecomp.gpu.check import CudaError
+from standin_engine import StandinEngine
+
+
+def cpu(options):
+    return CpuBackend(options.cpu_threads)
+
+
+def standin(options):
+    return create_with(StandinEngine(), options)
+
+
+def standin_dies(options):
+    return create_with(StandinEngine(fault="die"), options)
+
+
+def standin_hangs(options):
+    return create_with(StandinEngine(fault="hang"), options)
+
+
+def standin_illegal_address(options):
+    return create_with(StandinEngine(fault="illegal_address"), options)
+
+
+def standin_broken_device(options):
+    return create_with(StandinEngine(fault="die", fault_on="every call"), options)
+
+
+def no_device(options):
+    raise CudaError("CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected (while initialising the CUDA driver)",
+                    code=100, name="CUDA_ERROR_NO_DEVICE")

@@ -1,0 +1,284 @@
+"""The GPU sidecar machinery, without a GPU (CI).
+
+The sidecar hosts the real CPU backend, or the real GPU backend code over the
+engine stand-in (``standin_engine.StandinEngine``) with the faults nvCOMP 6.0
+showed on corrupt pages on the H200: the process dies, the call hangs, an
+illegal address. Every test runs real child processes and shared memory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from dask_hwdecomp.decompress.isolated import IsolatedBackend
+from dask_hwdecomp.decompress.routing import Router
+from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
+from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.gpu.shm import SharedBuffer, SharedPool
+from dask_hwdecomp.options import Options, current_options
+from dask_hwdecomp.report import ReadReport
+from corruption import corrupt
+from pagegen import make_batch
+
+OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
+ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
+
+
+def _open(factory: str, **changes) -> IsolatedBackend:
+    return IsolatedBackend("test", f"sidecar_backends:{factory}", OPTS.replace(**changes), cap_bytes=64 << 20)
+
+
+@pytest.fixture
+def standin():
+    with _open("standin") as b:
+        yield b
+
+
+def _run(backend, jobs, src, dst_len) -> bytes:
+    with backend.host_buffer(len(src)) as s, backend.host_buffer(dst_len) as d:
+        s.view[:] = src
+        backend.decompress(jobs, s.view, d.view)
+        return bytes(d.view)
+
+
+def _check(out, jobs, expected):
+    for job, data in zip(jobs, expected):
+        assert out[job.dst_offset : job.dst_offset + job.dst_size] == data, job.location
+
+
+def _corrupt_batch(algo=Algo.SNAPPY, seed=5):
+    jobs, src, dst_len, _ = make_batch([algo], [6000] * 12, seed=seed)
+    broken = jobs[3:9:2]
+    rng = np.random.default_rng(7)
+    for job in broken:
+        corrupt(algo, "noise", job, src, rng)
+    return jobs, src, dst_len, broken[0]
+
+
+def test_sidecar_cpu_backend_runs_in_another_process():
+    with _open("cpu") as b:
+        assert b.name == "cpu" and b.pid not in (None, os.getpid())
+        jobs, src, dst_len, expected = make_batch([Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4, Algo.ZSTD], [3000] * 40, seed=1)
+        buf = b.host_buffer(10)
+        assert isinstance(buf, SharedBuffer)
+        buf.close()
+        _check(_run(b, jobs, src, dst_len), jobs, expected)
+
+
+def test_sidecar_standin_engine_mirrors_capabilities_and_decodes(standin):
+    assert standin.name == "hardware" and standin.overwrites_gaps
+    assert standin.algorithms == frozenset(ENGINE_ALGOS) and standin.max_job_bytes > 0
+    jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000, 100, 70_000] * 10, seed=2)
+    _check(_run(standin, jobs, src, dst_len), jobs, expected)
+
+
+def test_sidecar_concurrent_callers_share_the_childs_batcher(standin):
+    batches = [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)]
+    outs = [None] * 8
+    start = threading.Barrier(8)
+
+    def work(t):
+        jobs, src, dst_len, _ = batches[t]
+        start.wait()
+        outs[t] = _run(standin, jobs, src, dst_len)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (jobs, _, _, expected), out in zip(batches, outs):
+        _check(out, jobs, expected)
+    stats = standin.stats()
+    assert stats["parts"] == 8 and 1 <= stats["batches"] <= 8
+
+
+def test_sidecar_segments_are_mapped_and_registered_once(standin):
+    jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [20_000] * 12, seed=6)
+    for _ in range(3):
+        _run(standin, jobs, src, dst_len)
+    before = standin.stats()
+    for _ in range(100):
+        _check(_run(standin, jobs, src, dst_len), jobs, expected)
+    after = standin.stats()
+    for key in ("pinned_allocations", "pinned_held_bytes", "host_registrations", "mapped_segments"):
+        assert after[key] == before[key], (key, before, after)
+    assert after["foreign_copies"] == 0 and after["restarts"] == 0
+
+
+def test_sidecar_foreign_buffers_are_staged_and_protect_holds(standin):
+    jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [4000] * 6, seed=3)
+    dst = bytearray(b"\xab" * dst_len)
+    gap = (jobs[0].dst_offset + jobs[0].dst_size, jobs[1].dst_offset)
+    standin.decompress(jobs, memoryview(bytes(src)), memoryview(dst), protect=[gap])
+    _check(bytes(dst), jobs, expected)
+    assert dst[gap[0] : gap[1]] == b"\xab" * (gap[1] - gap[0])
+    assert standin.stats()["foreign_copies"] == 2
+
+
+def test_sidecar_page_the_child_rejects_is_named_without_restart(standin):
+    pid = standin.pid
+    jobs, src, dst_len, bad = _corrupt_batch()
+    with pytest.raises(CorruptPageError) as err:
+        _run(standin, jobs, src, dst_len)
+    assert err.value.location == bad.location
+    assert standin.pid == pid
+
+
+@pytest.mark.parametrize("factory,said", [
+    ("standin_dies", "died (exited with status -9)"),
+    ("standin_illegal_address", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+])
+def test_sidecar_lost_child_names_the_page_and_restarts(factory, said):
+    with _open(factory) as b:
+        pid = b.pid
+        jobs, src, dst_len, bad = _corrupt_batch()
+        with pytest.raises(CorruptPageError) as err:
+            _run(b, jobs, src, dst_len)
+        assert err.value.location == bad.location
+        assert said in str(err.value) and "restarted" in str(err.value), str(err.value)
+        jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 20, seed=6)
+        _check(_run(b, jobs, src, dst_len), jobs, expected)
+        assert b.pid not in (None, pid)
+        assert b.stats()["restarts"] == 1
+
+
+def test_sidecar_hung_child_is_killed_at_the_deadline():
+    with _open("standin_hangs", gpu_timeout_s=1.0) as b:
+        jobs, src, dst_len, bad = _corrupt_batch()
+        t0 = time.monotonic()
+        with pytest.raises(CorruptPageError, match="did not answer within 1 s") as err:
+            _run(b, jobs, src, dst_len)
+        assert time.monotonic() - t0 < 10
+        assert err.value.location == bad.location
+        jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 20, seed=6)
+        _check(_run(b, jobs, src, dst_len), jobs, expected)
+
+
+def test_sidecar_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
+    with _open("standin_hangs", gpu_timeout_s=60.0) as b:
+        bad_jobs, bad_src, bad_len, bad = _corrupt_batch(seed=8)
+        good = make_batch(ENGINE_ALGOS, [5000] * 20, seed=9)
+        results = {}
+
+        def read(key, jobs, src, dst_len):
+            try:
+                results[key] = _run(b, jobs, src, dst_len)
+            except BaseException as exc:  # inspected below
+                results[key] = exc
+
+        hung = threading.Thread(target=read, args=("bad", bad_jobs, bad_src, bad_len))
+        t0 = time.monotonic()
+        hung.start()
+        time.sleep(0.5)
+        innocent = threading.Thread(target=read, args=("good", *good[:3]))
+        innocent.start()  # joins the hung batcher's queue behind the bad batch
+        time.sleep(0.3)
+        os.kill(b.pid, signal.SIGKILL)
+        hung.join(30)
+        innocent.join(30)
+        assert time.monotonic() - t0 < 20
+        assert isinstance(results["bad"], CorruptPageError), results["bad"]
+        assert results["bad"].location == bad.location
+        assert "died" in str(results["bad"])
+        _check(results["good"], good[0], good[3])
+
+
+def test_sidecar_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_it():
+    with _open("standin_broken_device") as b:
+        jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000] * 10, seed=4)
+        with pytest.raises(CorruptPageError, match="twice .* the CPU decodes every page"):
+            _run(b, jobs, src, dst_len)
+        router = Router.__new__(Router)  # a Router over this backend (the registry knows the real GPU only)
+        router.options = OPTS.replace(cpu_retry=True)
+        router._candidates = {a: [b] for a in ENGINE_ALGOS}
+        report = ReadReport()
+        dst = bytearray(dst_len)
+        with b.host_buffer(len(src)) as s:
+            s.view[:] = src
+            router.run(jobs, s.view, memoryview(dst), report)
+        _check(bytes(dst), jobs, expected)
+        assert len(report.retries) == 1 and "CPU decodes" in report.retries[0]
+
+
+def test_sidecar_that_cannot_create_its_backend_says_why():
+    with pytest.raises(BackendUnavailableError, match="CUDA_ERROR_NO_DEVICE"):
+        _open("no_device")
+
+
+def _fds() -> set[str]:
+    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")}
+
+
+def test_sidecar_close_reaps_the_child_and_frees_every_segment():
+    before = {fd for fd in _fds() if "hwdecomp" in fd}
+    b = _open("standin")
+    proc = b._sidecar.proc
+    jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 8, seed=1)
+    _check(_run(b, jobs, src, dst_len), jobs, expected)
+    held = b.host_buffer(1000)
+    b.close()
+    assert proc.returncode == 0  # exited cleanly and reaped
+    held.close()  # lent past close: freed when given back
+    assert {fd for fd in _fds() if "hwdecomp" in fd} == before
+
+
+def test_shared_pool_caps_reuses_and_overflows():
+    freed = []
+    with SharedPool(4 << 20, on_free=freed.append) as pool:
+        a = pool.get(3 << 20)
+        b = pool.get(3 << 20)  # over the cap: a segment of its own, freed on close
+        assert pool.stats()["overflows"] == 1
+        overflow_id = b.segment.id
+        b.close()
+        assert freed == [overflow_id]
+        a.close()
+        c = pool.get(3 << 20)
+        assert pool.stats()["reuses"] == 1
+        c.close()
+
+
+def test_gpu_timeout_option():
+    assert current_options(gpu_timeout_s=5).gpu_timeout_s == 5
+    os.environ["HWDECOMP_GPU_TIMEOUT_S"] = "7.5"
+    try:
+        assert current_options().gpu_timeout_s == 7.5
+    finally:
+        del os.environ["HWDECOMP_GPU_TIMEOUT_S"]
+    with pytest.raises(ValueError, match="gpu_timeout_s"):
+        Options(gpu_timeout_s=0)
+
+
+@pytest.mark.parametrize("codec", ["snappy", "gzip", "lz4"])
+def test_sidecar_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_source, codec):
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dask_hwdecomp.decompress.cpu import CpuBackend
+    from dask_hwdecomp.io.batch import iter_batches
+    from dask_hwdecomp.io.plan import Piece, plan_piece
+    from helpers import assert_tables_equal
+
+    path = tmp_path / f"{codec}.parquet"
+    pq.write_table(matrix_source, path, compression=codec, data_page_size=4096)
+    fs = fsspec.filesystem("file")
+    plan = plan_piece(fs, Piece(str(path), None), None)
+    with CpuBackend(2) as cpu:
+        router = Router.__new__(Router)  # the stand-in engine first, as "auto" routes a real one
+        router.options = OPTS
+        router._candidates = {a: ([standin] if a in standin.algorithms else []) + [cpu] for a in Algo}
+        report = ReadReport()
+        (batch,) = iter_batches(fs, [plan], router, OPTS, report)
+        with batch:
+            got = pq.read_table(pa.BufferReader(batch.images[0].buffer))
+    assert_tables_equal(got, pq.read_table(path))
+    assert ("hardware", {"lz4": "LZ4_RAW"}.get(codec, codec.upper())) in report.by_backend, dict(report.by_backend)
+    assert standin.stats()["foreign_copies"] == 0  # the reader fetched straight into shared segments
