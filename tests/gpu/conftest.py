@@ -12,7 +12,8 @@ import pytest
 from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.options import Options
 
-GPU_OPTIONS = Options(backend="nvcomp", streams=2, batch_latency_ms=2.0)
+# A short deadline: a Zstd page that hangs nvCOMP costs the suite this long.
+GPU_OPTIONS = Options(backend="nvcomp", streams=2, batch_latency_ms=2.0, gpu_timeout_s=10.0)
 
 
 def pytest_collection_modifyitems(items):
@@ -31,5 +32,5 @@ def nvcomp_available():
 
 @pytest.fixture(scope="session")
 def nvcomp_backend(nvcomp_available):
-    """The process's nvCOMP backend (shared with the read path)."""
+    """The process's nvCOMP backend: its sidecar process, started once."""
     return registry.get_backend("nvcomp", GPU_OPTIONS)

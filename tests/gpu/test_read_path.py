@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+import types
 import warnings
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -11,6 +15,11 @@ import dask_hwdecomp
 from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.errors import BackendUnavailableError
 from dask_hwdecomp.options import Options
+from dask_hwdecomp.errors import CorruptPageError, PageLocation
+from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.format.footer import parse_footer
+from dask_hwdecomp.format.pages import chunk_range, scan_chunk
+from corruption import corrupt
 from helpers import assert_tables_equal, corpus_root
 
 pytestmark = pytest.mark.gpu
@@ -77,8 +86,7 @@ def test_hardware_is_refused_without_the_engine(nvcomp_available, tmp_path, matr
 
 
 def test_corrupt_page_then_next_read_succeeds(nvcomp_available, tmp_path, matrix_source):
-    # gzip (deflate on nvCOMP): its decoder survives corrupt content; Snappy
-    # and Zstd do not (see test_nvcomp_backend.UNSAFE).
+    # gzip (deflate on nvCOMP): its decoder survives corrupt content.
     good = tmp_path / "good.parquet"
     pq.write_table(matrix_source, good, compression="gzip", data_page_size=1 << 16)
     data = bytearray(good.read_bytes())
@@ -115,3 +123,67 @@ def test_pools_do_not_grow_over_200_reads(nvcomp_available, tmp_path, matrix_sou
     for key in after:
         if key.endswith("_allocations"):
             assert after[key] == before[key], (key, before, after)
+
+
+def _data_pages(path):
+    """(row group, page ordinal, body start, body size, uncompressed size) of column 0's pages."""
+    data = path.read_bytes()
+    footer = parse_footer(data, len(data), str(path))
+    out = []
+    for rg in range(footer.num_row_groups):
+        chunk = footer.column_chunks(rg)[0]
+        rng = chunk_range(chunk, footer.footer_offset, PageLocation())
+        view = memoryview(data)[rng.start : rng.start + rng.length]
+        for p in scan_chunk(view, rng, PageLocation(), max_page_bytes=1 << 30):
+            out.append((rg, p.ordinal, rng.start + p.body_start, p.body_size, p.uncompressed_size))
+    return out
+
+
+# Corruption seeds whose damage the CPU decoder detects (flipped bits in Zstd
+# literals decode silently: nobody could name that page).
+@pytest.mark.parametrize("codec,algo,mode,seed", [
+    ("snappy", Algo.SNAPPY, "noise", 7),  # nvCOMP 6.0: illegal address
+    ("snappy", Algo.SNAPPY, "bitflip", 7),
+    ("zstd", Algo.ZSTD, "noise", 7),  # illegal address
+    ("zstd", Algo.ZSTD, "bitflip", 8),  # hung the GPU in the probe
+    ("lz4", Algo.LZ4, "noise", 7),
+], ids=lambda v: getattr(v, "value", str(v)))
+def test_corrupt_page_in_file_is_named_and_next_read_succeeds(nvcomp_available, tmp_path, codec, algo, mode, seed):
+    rng = np.random.default_rng(11)
+    table = pa.table({"v": rng.integers(0, 40, 200_000), "w": rng.integers(0, 9, 200_000)})
+    good = tmp_path / "good.parquet"
+    pq.write_table(table, good, compression=codec, use_dictionary=False, data_page_size=48 << 10)
+    data = bytearray(good.read_bytes())
+    rg, ordinal, start, size, usize = _data_pages(good)[3]
+    corrupt(algo, mode, types.SimpleNamespace(src_offset=start, src_size=size, dst_size=usize), data,
+            np.random.default_rng(seed))
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(CorruptPageError) as on_cpu:  # the reference names the page
+        dask_hwdecomp.read_table(bad, backend="cpu")
+    assert (on_cpu.value.location.row_group, on_cpu.value.location.page) == (rg, ordinal)
+    t0 = time.monotonic()
+    with pytest.raises(CorruptPageError) as on_gpu:
+        dask_hwdecomp.read_table(bad, backend="nvcomp", gpu_timeout_s=5.0)
+    print(f"{codec} {mode}: {time.monotonic() - t0:.1f} s: {on_gpu.value}")
+    assert on_gpu.value.location == on_cpu.value.location, (str(on_gpu.value), str(on_cpu.value))
+    assert_tables_equal(dask_hwdecomp.read_table(good, backend="nvcomp", gpu_timeout_s=5.0), pq.read_table(good))
+
+
+def test_zz_reader_process_holds_no_cuda_context(nvcomp_available, tmp_path, matrix_source):
+    # Runs last in this module: every read above went through the sidecar.
+    from cuda.bindings import driver
+
+    path = tmp_path / "s.parquet"
+    pq.write_table(matrix_source, path, compression="zstd")
+    dask_hwdecomp.read_table(path, backend="nvcomp")
+    backend = registry.get_backend("nvcomp", Options(backend="nvcomp"))
+    stats = backend.stats()
+    assert backend.pid is not None and stats["child_pid"] == backend.pid
+    assert stats["host_registrations"] > 0 and stats["host_registration_failures"] == 0, stats
+    driver.cuInit(0)
+    _, dev = driver.cuDeviceGet(0)
+    err, _flags, active = driver.cuDevicePrimaryCtxGetState(dev)
+    assert int(err) == 0 and not active, "this process created a CUDA context"
+    err, ctx = driver.cuCtxGetCurrent()
+    assert int(err) == 0 and int(ctx) == 0
