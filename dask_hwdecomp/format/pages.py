@@ -156,7 +156,7 @@ def scan_chunk(
     while pos < end and seen < rng.num_values:
         here = where.with_(page=len(pages))
         try:
-            header, body_start = decode_struct(data, pos, end)
+            header, body_start = decode_struct(data, pos, end, lazy_depth=2)
         except ThriftError as exc:
             raise CorruptMetadataError(f"page header does not decode ({exc.reason})", here) from None
         ptype = _int_field(header, PageHeader.type, "type", here)

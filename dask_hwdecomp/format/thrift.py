@@ -16,7 +16,7 @@ import struct as _struct
 
 from ..errors import CorruptMetadataError
 
-__all__ = ["ThriftError", "Struct", "decode_struct", "encode_struct", "T", "Limits"]
+__all__ = ["ThriftError", "Struct", "RawStruct", "decode_struct", "encode_struct", "T", "Limits"]
 
 
 class ThriftError(CorruptMetadataError):
@@ -67,6 +67,25 @@ class Struct(dict):
 
     def copy(self) -> "Struct":  # shallow copy, same type
         return Struct(self)
+
+
+class RawStruct:
+    """A nested struct kept as its encoded bytes (see ``decode_struct(lazy_depth=)``).
+
+    It re-encodes verbatim; its content was checked to be well formed (and
+    within the limits) when it was skipped.
+    """
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, encoded: bytes):
+        self.encoded = encoded
+
+    def __eq__(self, other):
+        return isinstance(other, RawStruct) and other.encoded == self.encoded
+
+    def __repr__(self):
+        return f"RawStruct({len(self.encoded)} bytes)"
 
 
 def _fail(what: str, pos: int):
@@ -201,7 +220,47 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
     _fail(f"unknown type {ttype}", pos)
 
 
-def _struct_at(b, pos: int, end: int, depth: int) -> tuple[Struct, int]:
+def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
+    """Check one value of ``ttype`` as :func:`_value` does, without building it."""
+    if ttype in _INT_BYTES:
+        return _read_varint(b, pos, end, _INT_BYTES[ttype])[1]
+    if ttype == T.BINARY:
+        n, pos = _read_varint(b, pos, end, 5)
+        if n > Limits.max_string or n > end - pos:
+            _fail(f"binary length {n} exceeds the bytes that remain or the limit", pos)
+        return pos + n
+    if ttype == T.BYTE:
+        if pos >= end:
+            _fail("unexpected end of data", pos)
+        return pos + 1
+    if ttype == T.DOUBLE:
+        if end - pos < 8:
+            _fail("unexpected end of data", pos)
+        return pos + 8
+    if ttype == T.STRUCT:
+        if depth >= Limits.max_depth:
+            _fail(f"nesting deeper than {Limits.max_depth}", pos)
+        last = 0
+        while True:
+            if pos >= end:
+                _fail("unexpected end of data", pos)
+            head = b[pos]
+            pos += 1
+            if head == 0:
+                return pos
+            ftype = head & 0x0F
+            delta = head >> 4
+            if delta:
+                last += delta
+            else:
+                last, pos = _int(b, pos, end, T.I16)
+            if ftype != T.TRUE and ftype != T.FALSE:
+                pos = _skip(b, pos, end, ftype, depth + 1)
+    # containers are rare in the structs skipped here: decode and drop
+    return _value(b, pos, end, ttype, depth)[1]
+
+
+def _struct_at(b, pos: int, end: int, depth: int, lazy: int = 1 << 30) -> tuple[Struct, int]:
     if depth >= Limits.max_depth:
         _fail(f"nesting deeper than {Limits.max_depth}", pos)
     out = Struct()
@@ -242,13 +301,20 @@ def _struct_at(b, pos: int, end: int, depth: int) -> tuple[Struct, int]:
             if not -bound <= v < bound:
                 _fail(f"integer {v} out of range for type {ttype}", pos)
             out[fid] = (ttype, v)
+        elif ttype == T.STRUCT and depth + 1 >= lazy:
+            start = pos
+            pos = _skip(b, pos, end, T.STRUCT, depth + 1)
+            out[fid] = (T.STRUCT, RawStruct(bytes(b[start:pos])))
+        elif ttype == T.STRUCT:
+            v, pos = _struct_at(b, pos, end, depth + 1, lazy)
+            out[fid] = (T.STRUCT, v)
         else:
             v, pos = _value(b, pos, end, ttype, depth)
             out[fid] = (ttype, v)
         last = fid
 
 
-def decode_struct(buf, pos: int = 0, end: int | None = None) -> tuple[Struct, int]:
+def decode_struct(buf, pos: int = 0, end: int | None = None, *, lazy_depth: int | None = None) -> tuple[Struct, int]:
     """Decode one struct from ``buf[pos:end]``.
 
     Parameters
@@ -257,6 +323,10 @@ def decode_struct(buf, pos: int = 0, end: int | None = None) -> tuple[Struct, in
         The encoded bytes (bytes, bytearray or a 1-D byte memoryview).
     pos, end : int
         The window to read in.
+    lazy_depth : int, optional
+        Structs nested this deep (the top level is 0) are checked but kept
+        as :class:`RawStruct` bytes: page headers carry statistics nobody here
+        reads, and decoding them would cost more than the rest of the header.
 
     Returns
     -------
@@ -273,7 +343,7 @@ def decode_struct(buf, pos: int = 0, end: int | None = None) -> tuple[Struct, in
     if not 0 <= pos <= end <= len(buf):
         raise ThriftError(f"thrift: window {pos}..{end} outside a buffer of {len(buf)} bytes")
     try:
-        return _struct_at(buf, pos, end, 0)
+        return _struct_at(buf, pos, end, 0, (1 << 30) if lazy_depth is None else lazy_depth)
     except RecursionError:  # pragma: no cover - bounded by max_depth
         raise ThriftError("thrift: nesting too deep") from None
 
@@ -331,7 +401,10 @@ def _write_value(out: bytearray, ttype: int, value) -> None:
                 _write_value(out, ktype, k)
                 _write_value(out, vtype, v)
     elif ttype == T.STRUCT:
-        _write_struct(out, value)
+        if isinstance(value, RawStruct):
+            out += value.encoded
+        else:
+            _write_struct(out, value)
     else:
         raise ThriftError(f"thrift: cannot encode type {ttype}")
 
