@@ -58,6 +58,11 @@ class Struct(dict):
     :class:`Struct`, binaries are ``bytes``.
     """
 
+    # The encoded bytes of a struct decoded in lazy mode (page headers): it
+    # re-encodes as these bytes. Set on decode only; ``copy()`` drops it, and
+    # code that changes a struct changes a copy (never the decoded object).
+    raw: bytes | None = None
+
     def get_value(self, fid: int, default=None):
         item = self.get(fid)
         return default if item is None else item[1]
@@ -260,7 +265,10 @@ def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
     return _value(b, pos, end, ttype, depth)[1]
 
 
-def _struct_at(b, pos: int, end: int, depth: int, lazy: int = 1 << 30) -> tuple[Struct, int]:
+_EAGER = 1 << 30
+
+
+def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER) -> tuple[Struct, int]:
     if depth >= Limits.max_depth:
         _fail(f"nesting deeper than {Limits.max_depth}", pos)
     out = Struct()
@@ -306,7 +314,10 @@ def _struct_at(b, pos: int, end: int, depth: int, lazy: int = 1 << 30) -> tuple[
             pos = _skip(b, pos, end, T.STRUCT, depth + 1)
             out[fid] = (T.STRUCT, RawStruct(bytes(b[start:pos])))
         elif ttype == T.STRUCT:
+            start = pos
             v, pos = _struct_at(b, pos, end, depth + 1, lazy)
+            if lazy < _EAGER:
+                v.raw = bytes(b[start:pos])
             out[fid] = (T.STRUCT, v)
         else:
             v, pos = _value(b, pos, end, ttype, depth)
@@ -343,7 +354,7 @@ def decode_struct(buf, pos: int = 0, end: int | None = None, *, lazy_depth: int 
     if not 0 <= pos <= end <= len(buf):
         raise ThriftError(f"thrift: window {pos}..{end} outside a buffer of {len(buf)} bytes")
     try:
-        return _struct_at(buf, pos, end, 0, (1 << 30) if lazy_depth is None else lazy_depth)
+        return _struct_at(buf, pos, end, 0, _EAGER if lazy_depth is None else lazy_depth)
     except RecursionError:  # pragma: no cover - bounded by max_depth
         raise ThriftError("thrift: nesting too deep") from None
 
@@ -410,6 +421,9 @@ def _write_value(out: bytearray, ttype: int, value) -> None:
 
 
 def _write_struct(out: bytearray, s: Struct) -> None:
+    if s.raw is not None:
+        out += s.raw
+        return
     last = 0
     for fid in sorted(s):
         ttype, value = s[fid]
