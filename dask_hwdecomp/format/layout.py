@@ -210,7 +210,7 @@ def build_layout(
                     if value_size:
                         layout._copies.append((value_src, value_dst, value_size))
                 else:
-                    where = cp.location.with_(page=page.ordinal)
+                    where = PageLocation(cp.location.file, cp.location.row_group, cp.location.column, page.ordinal)
                     body = src[value_src : body_src + page.body_size]
                     for span in plan_body(codec, body, value_size, where):
                         layout.jobs.append(

@@ -154,7 +154,7 @@ def scan_chunk(
     seen = 0
     compressed_codec = rng.codec != 0
     while pos < end and seen < rng.num_values:
-        here = where.with_(page=len(pages))
+        here = PageLocation(where.file, where.row_group, where.column, len(pages))
         try:
             header, body_start = decode_struct(data, pos, end, lazy_depth=2)
         except ThriftError as exc:

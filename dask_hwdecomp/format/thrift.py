@@ -111,7 +111,9 @@ def _canon(t: int) -> int:
 
 def _read_varint(b, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     n = shift = 0
-    stop = min(end, pos + max_bytes)
+    stop = pos + max_bytes
+    if stop > end:
+        stop = end
     while pos < stop:
         x = b[pos]
         pos += 1
@@ -294,7 +296,9 @@ def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER) -> tuple[S
             # The common case, inlined: one zigzag varint.
             n = shift = 0
             maxb = 5 if ttype == T.I32 else 10
-            stop = min(end, pos + maxb)
+            stop = pos + maxb
+            if stop > end:
+                stop = end
             while True:
                 if pos >= stop:
                     _fail("unexpected end of data" if pos >= end else f"varint longer than {maxb} bytes", pos)
