@@ -86,12 +86,17 @@ def _gzip_header_len(body, where: PageLocation) -> int:
     return pos
 
 
+_NEXT_AFTER_EMPTY = b"\x00" * 8 + b"\x1f\x8b\x08"
+
+
 def _plan_gzip(body, expected: int, where: PageLocation) -> list[Span]:
     header = _gzip_header_len(body, where)
     crc, isize = _struct.unpack_from("<II", body, len(body) - 8)
-    if isize == expected & 0xFFFFFFFF:
-        # One member (a multi-member page whose last member holds all the
-        # bytes is caught by the size check after decompression).
+    # An empty member is a header, a deflate stream of a few bytes, and a
+    # zero CRC and size: the next member's magic follows within a few bytes.
+    leading_empty = _NEXT_AFTER_EMPTY in bytes(body[header : header + 24])
+    if isize == expected & 0xFFFFFFFF and not leading_empty:
+        # One member: the trailer's size is the page's.
         return [Span(Algo.DEFLATE, header, len(body) - 8 - header, 0, expected, crc)]
     # Several members: their boundaries are only known by inflating, which
     # only the CPU pool does; the report counts these pages separately.
