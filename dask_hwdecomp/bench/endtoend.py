@@ -40,8 +40,20 @@ class ClusterShape:
 
 
 def _process_cpu_seconds() -> float:
-    t = psutil.Process().cpu_times()
-    return t.user + t.system
+    """CPU seconds of this process and its live children.
+
+    The GPU backends run in a sidecar child process of each worker; what
+    it spends is part of what a read costs the machine.
+    """
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+        except psutil.NoSuchProcess:  # a child that just ended
+            continue
+        total += t.user + t.system
+    return total
 
 
 class Scheduler:
