@@ -74,6 +74,11 @@ class Device:
         self.handle = check(driver.cuDeviceGet(ordinal), f"getting device {ordinal}")
         name = check(driver.cuDeviceGetName(256, self.handle), "reading the device name")
         self.name = bytes(name).split(b"\0", 1)[0].decode(errors="replace")
+        # Wait for the GPU by sleeping on the driver, not by spinning: a spin
+        # burns a core per waiting thread, which is the CPU time this
+        # project exists to give back. Refused (and harmless) if another
+        # library in the process already made the primary context active.
+        driver.cuDevicePrimaryCtxSetFlags(self.handle, driver.CUctx_flags.CU_CTX_SCHED_BLOCKING_SYNC)
         self.context = check(
             driver.cuDevicePrimaryCtxRetain(self.handle), f"retaining the primary context of device {ordinal}"
         )
