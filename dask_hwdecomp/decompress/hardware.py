@@ -158,3 +158,29 @@ def create(options: Options):
             driver.close()
         device.close()
         raise
+
+
+def describe() -> list[dict] | str:
+    """Each device's engine: name, algorithm mask (and what it decodes), maximum length.
+
+    Reads device attributes only (no context is created). Returns why not
+    when the driver or a device is missing; never raises.
+    """
+    try:
+        from cuda.bindings import driver
+
+        from ..gpu.device import device_count, device_properties
+
+        attr = driver.CUdevice_attribute
+        out = []
+        for ordinal in range(device_count()):
+            name, (mask, length) = device_properties(ordinal, [
+                attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK,
+                attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH,
+            ])
+            decodes = sorted(a.value for a, bit in ALGO_BIT.items() if mask & bit)
+            out.append({"device": ordinal, "name": name, "algorithm_mask": mask,
+                        "decodes": decodes, "maximum_length": length})
+        return out or "no CUDA device"
+    except Exception as exc:  # informative only
+        return f"not readable: {exc}"
