@@ -11,7 +11,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HWDECOMP_CORPUS=$PWD/.devcar
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # -v: one line per test, so a step cut short by its time limit still gives counts.
 PYTEST="python3 -m pytest -v -p no:cacheprovider -rfEsxX --durations=10"
-n() { grep -cE "(^| )$1( |$)" "$2"; }
+n() { grep -cE "(^| )$1( +\[ *[0-9]+%\]|$)" "$2"; }  # -v lines, not the -r summary
 counts() { echo "$1: passed $(n PASSED "$2") failed $(n FAILED "$2") error $(n ERROR "$2") skipped $(n SKIPPED "$2") xfailed $(n XFAIL "$2")"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 timeout 30 python3 scripts/gpu_probe.py > "$OUT/probe.log" 2>&1; tail -5 "$OUT/probe.log"

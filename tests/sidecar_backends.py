@@ -41,3 +41,7 @@ def standin_broken_device(options):
 def no_device(options):
     raise CudaError("CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected (while initialising the CUDA driver)",
                     code=100, name="CUDA_ERROR_NO_DEVICE")
+
+
+def standin_illegal_address_every_call(options):
+    return create_with(StandinEngine(fault="illegal_address", fault_on="every call"), options)

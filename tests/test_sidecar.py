@@ -282,3 +282,16 @@ def test_sidecar_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
     assert_tables_equal(got, pq.read_table(path))
     assert ("hardware", {"lz4": "LZ4_RAW"}.get(codec, codec.upper())) in report.by_backend, dict(report.by_backend)
     assert standin.stats()["foreign_copies"] == 0  # the reader fetched straight into shared segments
+
+
+
+def test_sidecar_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
+    from dask_hwdecomp.gpu.check import CudaError
+
+    with _open("standin_illegal_address_every_call") as b:
+        pid = b.pid
+        jobs, src, dst_len, _ = make_batch(ENGINE_ALGOS, [3000] * 4, seed=12)
+        with pytest.raises(CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS.*the CPU decodes every page") as err:
+            _run(b, jobs, src, dst_len)
+        assert err.value.code == 700
+        assert b.stats()["restarts"] == 1 and b.pid != pid

@@ -40,7 +40,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from multiprocessing.connection import Connection
@@ -367,7 +366,7 @@ class IsolatedBackend:
             fut = child.request("run", *request)
             reply = fut.result(timeout=deadline)
         except FutureTimeout:
-            reason = f"did not answer within {deadline:.0f} s (gpu_timeout_s) and was killed"
+            reason = f"did not answer within {deadline:.0f} s (gpu_timeout_s)"
             child.kill(reason)
             return reason, None
         except SidecarGone as gone:
@@ -393,7 +392,7 @@ class IsolatedBackend:
         """Find the bad page on the CPU; retry a death or hang once; else raise."""
         reason, exc = failure
         self.recoveries += 1
-        what = f"the {self.label} GPU process {reason} on this batch of {len(jobs)} pages and was restarted"
+        what = f"the {self.label} GPU process {reason} on this batch of {len(jobs)} pages; it was restarted"
         src_v, dst_v = memoryview(src).cast("B"), memoryview(dst).cast("B")
         for job in jobs:  # the caller's order: the first bad page is the one named
             try:
@@ -401,26 +400,29 @@ class IsolatedBackend:
             except CorruptPageError as bad:
                 raise CorruptPageError(f"{what}; on the CPU: {bad.reason}", bad.location) from exc
         if exc is not None:
-            exc.args = (f"{exc.args[0]} ({what}; the CPU decodes every page)",)
-            raise exc
+            message = f"{exc.reason} ({what}; the CPU decodes every page)"
+            if isinstance(exc, CudaError):
+                raise CudaError(message, code=exc.code, name=exc.name) from None
+            raise type(exc)(message) from None
         failure = self._attempt(jobs, request, deadline)
         if failure is None:
             return
         files = {j.location.file for j in jobs if j.location is not None}
         raise CorruptPageError(
-            f"{what}, twice ({reason}; then {failure[0]}); the CPU decodes every page of it "
+            f"the {self.label} GPU process failed twice on this batch of {len(jobs)} pages ({reason}; "
+            f"then {failure[0]}); the CPU decodes every page of it; the process was restarted "
             "(set cpu_retry=True to decompress such batches on the CPU)",
             PageLocation(file=files.pop()) if len(files) == 1 else None,
         ) from failure[1]
 
     def stats(self) -> dict:
         """The shared pool (``pinned_*``), the child's batcher and arenas, restarts."""
+        child = self._child()
+        reply = child.request("stats").result(timeout=60)
         out = {f"pinned_{k}": v for k, v in self._pool.stats().items()}
         out["restarts"] = self.restarts
         out["recoveries"] = self.recoveries
         out["foreign_copies"] = self.foreign_copies
-        child = self._child()
-        reply = child.request("stats").result(timeout=60)
         out.update({f"child_{k}" if k == "pid" else k: v for k, v in reply[2].items()})
         return out
 
