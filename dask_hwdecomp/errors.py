@@ -85,10 +85,6 @@ class CorruptPageError(HwdecompError):
 
 
 class CorruptDataError(HwdecompError):
-    """Pages decompressed fine but pyarrow cannot decode what they hold."""
-
-
-class CorruptDataError(HwdecompError):
     """pyarrow could not decode the decompressed pages (levels, values, schema).
 
     Page decompression succeeded and every size matched its header, but the

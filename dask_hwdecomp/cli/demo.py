@@ -8,7 +8,6 @@ and prints rows, bytes, the backend per codec and throughput.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -126,7 +125,7 @@ def run(args) -> int:
     if not by:
         print("backend            (no compressed pages)")
     first = next(iter(routes.values()))
-    print(f"routing            " + ", ".join(f"{k}->{v[0]}" for k, v in first.items()))
+    print("routing            " + ", ".join(f"{k}->{v[0]}" for k, v in first.items()))
     print(f"time               {elapsed:.2f} s")
     print(f"throughput         {arrow_bytes / elapsed / 1e9:.2f} GB/s of pandas data")
     if same is not None:

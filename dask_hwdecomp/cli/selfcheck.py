@@ -10,7 +10,6 @@ Where the engine is absent (mask 0) it says so and what it checked instead.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -145,7 +144,6 @@ def _check_files(name: str, rows: int, rows_out: list) -> None:
 def run(args) -> int:
     """Run the checks and print the table; 0 when all pass."""
     from ..decompress import registry
-    from ..format.codecs import Algo
     from ..options import Options
 
     rows: list[tuple[str, str, bool, str]] = []

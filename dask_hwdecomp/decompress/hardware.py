@@ -145,7 +145,7 @@ def create(options: Options):
     """
     from ..gpu.device import Device
     from ..gpu.engine import EngineDriver
-    from .gpubase import GpuBackend, pinned_cap
+    from .gpubase import pinned_cap
 
     device = Device(0)
     driver = None

@@ -18,7 +18,7 @@ import struct as _struct
 from dataclasses import dataclass, field
 
 from ..errors import PageLocation
-from .codecs import Algo, Span, plan_body
+from .codecs import Algo, plan_body
 from .footer import Footer
 from .pages import ChunkRange, Page
 from .structs import ColumnChunk, ColumnMetaData, DataPageHeaderV2, FileMetaData

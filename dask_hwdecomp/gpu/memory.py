@@ -10,22 +10,12 @@ reader that already holds buffers, and counts it in ``stats()``.
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import numpy as np
 
-__all__ = ["PinnedPool", "PinnedBuffer", "DeviceArena", "size_class"]
+from .pool import CappedPool, size_class
 
-_MIN_BLOCK = 1 << 20
-
-
-def size_class(nbytes: int, minimum: int = _MIN_BLOCK) -> int:
-    """``nbytes`` rounded up to one of 8 steps per power of two (waste < 12.5%)."""
-    n = max(nbytes, minimum)
-    top = 1 << (n - 1).bit_length()
-    step = max(top // 16, 1)
-    return (n + step - 1) // step * step
-
+__all__ = ["PinnedPool", "PinnedBuffer", "DeviceArena", "size_class", "host_view", "address_of"]
 
 def host_view(ptr: int, nbytes: int) -> memoryview:
     """A writable byte memoryview over ``nbytes`` of host memory at ``ptr``."""
@@ -87,7 +77,7 @@ class PinnedBuffer:
         self.close()
 
 
-class PinnedPool:
+class PinnedPool(CappedPool):
     """A capped pool of pinned host blocks, reused by size.
 
     Parameters
@@ -96,19 +86,15 @@ class PinnedPool:
         ``alloc_host(nbytes)`` returning an allocation with ``ptr``,
         ``nbytes`` and ``close()`` (``CudaOps.alloc_host``).
     cap_bytes : int
-        Most pinned bytes held at once, lent and idle together.
+        Most pinned bytes held at once, lent and idle together. Past it the
+        pool lends pageable memory (counted in ``stats()["overflows"]``).
     """
 
+    what = "pinned pool"
+
     def __init__(self, alloc_host, cap_bytes: int):
+        super().__init__(cap_bytes)
         self._alloc = alloc_host
-        self.cap_bytes = cap_bytes
-        self._lock = threading.Lock()
-        self._idle: list[_Block] = []
-        self._held = 0  # bytes allocated (lent + idle)
-        self._closed = False
-        self.allocations = 0
-        self.reuses = 0
-        self.overflows = 0
 
     def get(self, nbytes: int) -> PinnedBuffer:
         """A buffer of ``nbytes`` (pinned unless the cap forbids it).
@@ -117,72 +103,24 @@ class PinnedPool:
         ------
         CudaError
             Pinned allocation failed.
+        RuntimeError
+            The pool is closed.
         """
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the pinned pool is closed")
-            fits = [b for b in self._idle if nbytes <= b.nbytes <= 2 * size_class(nbytes)]
-            if fits:
-                block = min(fits, key=lambda b: b.nbytes)
-                self._idle.remove(block)
-                self.reuses += 1
-                return PinnedBuffer(self, block, nbytes)
-            want = size_class(nbytes)
-            # Free idle blocks that do not fit until the new one is under the cap.
-            for block in sorted(self._idle, key=lambda b: -b.nbytes):
-                if self._held + want <= self.cap_bytes:
-                    break
-                self._idle.remove(block)
-                self._held -= block.nbytes
-                block.alloc.close()
-            if self._held + want > self.cap_bytes:
-                self.overflows += 1
-                return PinnedBuffer(self, None, nbytes)
-            self._held += want
+        block, want, keep = self._take(nbytes)
+        if block is not None:
+            return PinnedBuffer(self, block, nbytes)
+        if not keep:
+            return PinnedBuffer(self, None, nbytes)
         try:
             block = _Block(self._alloc(want))
         except BaseException:
-            with self._lock:
-                self._held -= want
+            self._create_failed(want, keep)
             raise
-        with self._lock:
-            self.allocations += 1
+        self._created(keep)
         return PinnedBuffer(self, block, nbytes)
 
-    def _give_back(self, block: _Block) -> None:
-        with self._lock:
-            if not self._closed:
-                self._idle.append(block)
-                return
-            self._held -= block.nbytes
+    def _destroy(self, block: _Block) -> None:
         block.alloc.close()
-
-    def stats(self) -> dict:
-        """Counters: ``held_bytes``, ``idle_blocks``, ``allocations``, ``reuses``, ``overflows``."""
-        with self._lock:
-            return {
-                "held_bytes": self._held,
-                "idle_blocks": len(self._idle),
-                "allocations": self.allocations,
-                "reuses": self.reuses,
-                "overflows": self.overflows,
-            }
-
-    def close(self) -> None:
-        """Free idle blocks now; blocks still lent are freed when given back."""
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            for block in idle:
-                self._held -= block.nbytes
-        for block in idle:
-            block.alloc.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 class DeviceArena:

@@ -21,7 +21,7 @@ import os
 import threading
 from typing import Callable
 
-from .memory import size_class
+from .pool import CappedPool, size_class
 
 __all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap"]
 
@@ -120,7 +120,7 @@ class SharedBuffer:
         self.close()
 
 
-class SharedPool:
+class SharedPool(CappedPool):
     """A capped pool of shared segments, reused by size.
 
     Parameters
@@ -133,18 +133,16 @@ class SharedPool:
         ``on_free(seg_id)`` after a segment is freed (the sidecar unmaps it).
     """
 
+    what = "shared host pool"
+
     def __init__(self, cap_bytes: int, on_free: Callable[[int], None] | None = None):
-        self.cap_bytes = cap_bytes
+        super().__init__(cap_bytes)
         self.on_free = on_free
-        self._lock = threading.Lock()
-        self._idle: list[SharedSegment] = []
         self._lent: dict[int, SharedSegment] = {}
-        self._held = 0
         self._next_id = 1
-        self._closed = False
-        self.allocations = 0
-        self.reuses = 0
-        self.overflows = 0
+
+    def _round(self, nbytes: int) -> int:
+        return _pages(size_class(nbytes))
 
     def get(self, nbytes: int) -> SharedBuffer:
         """A buffer of ``nbytes`` in a shared segment.
@@ -156,43 +154,18 @@ class SharedPool:
         RuntimeError
             The pool is closed.
         """
-        freed = []
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the shared host pool is closed")
-            fits = [s for s in self._idle if nbytes <= s.nbytes <= 2 * size_class(nbytes)]
-            if fits:
-                seg = min(fits, key=lambda s: s.nbytes)
-                self._idle.remove(seg)
-                self._lent[seg.id] = seg
-                self.reuses += 1
-                return SharedBuffer(self, seg, nbytes, keep=True)
-            want = _pages(size_class(nbytes))
-            for seg in sorted(self._idle, key=lambda s: -s.nbytes):
-                if self._held + want <= self.cap_bytes:
-                    break
-                self._idle.remove(seg)
-                self._held -= seg.nbytes
-                freed.append(seg)
-            keep = self._held + want <= self.cap_bytes
-            if keep:
-                self._held += want
-            else:
-                self.overflows += 1
-            seg_id, self._next_id = self._next_id, self._next_id + 1
-        for seg in freed:
-            self._free(seg)
-        try:
-            seg = SharedSegment(seg_id, want if keep else nbytes)
-        except OSError as exc:
+        seg, want, keep = self._take(nbytes)
+        if seg is None:
             with self._lock:
-                if keep:
-                    self._held -= want
-            raise MemoryError(f"cannot create a {want}-byte shared host segment: {exc}") from None
+                seg_id, self._next_id = self._next_id, self._next_id + 1
+            try:
+                seg = SharedSegment(seg_id, want if keep else nbytes)
+            except OSError as exc:
+                self._create_failed(want, keep)
+                raise MemoryError(f"cannot create a {want}-byte shared host segment: {exc}") from None
+            self._created(keep)
         with self._lock:
             self._lent[seg.id] = seg
-            if keep:
-                self.allocations += 1
         return SharedBuffer(self, seg, nbytes, keep)
 
     def find(self, address: int, nbytes: int) -> tuple[SharedSegment, int] | None:
@@ -204,47 +177,15 @@ class SharedPool:
                     return seg, off
         return None
 
-    def _give_back(self, seg: SharedSegment, keep: bool) -> None:
+    def _give_back(self, seg: SharedSegment, keep: bool = True) -> None:
         with self._lock:
             self._lent.pop(seg.id, None)
-            if keep and not self._closed:
-                self._idle.append(seg)
-                return
-            if keep:
-                self._held -= seg.nbytes
-        self._free(seg)
+        super()._give_back(seg, keep)
 
-    def _free(self, seg: SharedSegment) -> None:
+    def _destroy(self, seg: SharedSegment) -> None:
         seg.close()
         if self.on_free is not None:
             self.on_free(seg.id)
-
-    def stats(self) -> dict:
-        """Counters: ``held_bytes``, ``idle_blocks``, ``allocations``, ``reuses``, ``overflows``."""
-        with self._lock:
-            return {
-                "held_bytes": self._held,
-                "idle_blocks": len(self._idle),
-                "allocations": self.allocations,
-                "reuses": self.reuses,
-                "overflows": self.overflows,
-            }
-
-    def close(self) -> None:
-        """Free idle segments now; lent ones are freed when given back."""
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            for seg in idle:
-                self._held -= seg.nbytes
-        for seg in idle:
-            self._free(seg)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 class SegmentMap:
