@@ -13,7 +13,7 @@ decoder's to reject, per page, with a status.
 from __future__ import annotations
 
 from ..errors import CorruptPageError
-from ..format.codecs import Algo
+from ..format.codecs import Algo, snappy_length
 from ..format.layout import Job
 
 __all__ = ["check_job", "zstd_frames"]
@@ -26,17 +26,6 @@ _WINDOW_LOG_MAX = 31
 
 def _corrupt(job: Job, what: str) -> CorruptPageError:
     return CorruptPageError(f"{job.algo.value} stream rejected before the GPU: {what}", job.location)
-
-
-def _varint(data, job: Job) -> int:
-    n = shift = 0
-    for i in range(min(5, len(data))):
-        b = data[i]
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return n
-        shift += 7
-    raise _corrupt(job, "snappy preamble is not a valid varint")
 
 
 def zstd_frames(data, job: Job) -> int:
@@ -161,7 +150,7 @@ def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None
         raise _corrupt(job, f"sizes {job.src_size} -> {job.dst_size} exceed the decoder's {max_bytes}")
     data = src[job.src_offset : job.src_offset + job.src_size]
     if job.algo is Algo.SNAPPY:
-        declared = _varint(data, job)
+        declared = snappy_length(data, job.location)
         if declared != job.dst_size:
             raise _corrupt(job, f"snappy block declares {declared} bytes, the page {job.dst_size}")
     elif job.algo is Algo.ZSTD:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..errors import CorruptPageError, PageLocation, UnsupportedFeatureError
 from .structs import Codec
 
-__all__ = ["Algo", "Span", "plan_body", "CODEC_NAMES"]
+__all__ = ["Algo", "Span", "plan_body", "snappy_length", "CODEC_NAMES"]
 
 CODEC_NAMES = {c.value: c.name for c in Codec}
 
@@ -48,7 +48,8 @@ class Span:
     crc32: int | None = None
 
 
-def _snappy_length(body, where: PageLocation) -> int:
+def snappy_length(body, where: PageLocation) -> int:
+    """The uncompressed length a raw Snappy block declares in its preamble."""
     n = shift = 0
     for i in range(min(5, len(body))):
         b = body[i]
@@ -187,7 +188,7 @@ def plan_body(codec: int, body, expected: int, where: PageLocation) -> list[Span
             f"compressed body is empty but the header declares {expected} bytes", where
         )
     if codec == Codec.SNAPPY:
-        declared = _snappy_length(body, where)
+        declared = snappy_length(body, where)
         if declared != expected:
             raise CorruptPageError(
                 f"snappy block declares {declared} bytes, the page header {expected}", where
