@@ -8,9 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-dd = pytest.importorskip("dask.dataframe")  # a dependency; fails loudly if broken
+import dask.dataframe as dd
+import fsspec
 
-from dask_hwdecomp import BackendUnavailableError, collect_reports, hwdecomp  # noqa: E402
+from dask_hwdecomp import BackendUnavailableError, collect_reports, hwdecomp
 
 
 def _frame(n: int, seed: int) -> pd.DataFrame:
@@ -87,7 +88,6 @@ def test_categories_equal_pyarrow(tmp_path):
 
 
 def test_fsspec_memory_filesystem(tmp_path):
-    fsspec = pytest.importorskip("fsspec")
     fs = fsspec.filesystem("memory")
     table = pa.table({"a": np.arange(5000), "b": [str(i) for i in range(5000)]})
     with fs.open("/hw/data.parquet", "wb") as f:
