@@ -66,3 +66,42 @@ def make_batch(algos, sizes, seed: int = 0, file: str = "generated.parquet"):
         src += body
         dpos += size
     return jobs, src, dpos + 16, expected
+
+
+def run_batch(backend, jobs, src, dst_len) -> bytes:
+    """Decompress one generated batch through ``backend``'s own host buffers."""
+    with backend.host_buffer(len(src)) as s, backend.host_buffer(dst_len) as d:
+        s.view[:] = src
+        backend.decompress(jobs, s.view, d.view)
+        return bytes(d.view)
+
+
+def assert_outputs(out, jobs, expected) -> None:
+    """Every job's output equals what was compressed."""
+    bad = [j.location for j, data in zip(jobs, expected) if out[j.dst_offset : j.dst_offset + j.dst_size] != data]
+    assert not bad, f"{len(bad)} wrong pages, first {bad[0]}"
+
+
+def run_concurrently(backend, batches, rounds: int = 1) -> None:
+    """Run each batch from its own thread (started together), ``rounds`` times; check outputs."""
+    import threading
+
+    errors = []
+    start = threading.Barrier(len(batches))
+
+    def work(batch):
+        jobs, src, dst_len, expected = batch
+        start.wait()
+        for _ in range(rounds):
+            try:
+                assert_outputs(run_batch(backend, jobs, src, dst_len), jobs, expected)
+            except BaseException as exc:  # re-raised in the test's thread
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(b,)) for b in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -24,7 +24,7 @@ from dask_hwdecomp.gpu.shm import SharedBuffer, SharedPool
 from dask_hwdecomp.options import Options, current_options
 from dask_hwdecomp.report import ReadReport
 from corruption import corrupt
-from pagegen import make_batch
+from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 
 OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
@@ -38,18 +38,6 @@ def _open(factory: str, **changes) -> IsolatedBackend:
 def standin():
     with _open("standin") as b:
         yield b
-
-
-def _run(backend, jobs, src, dst_len) -> bytes:
-    with backend.host_buffer(len(src)) as s, backend.host_buffer(dst_len) as d:
-        s.view[:] = src
-        backend.decompress(jobs, s.view, d.view)
-        return bytes(d.view)
-
-
-def _check(out, jobs, expected):
-    for job, data in zip(jobs, expected):
-        assert out[job.dst_offset : job.dst_offset + job.dst_size] == data, job.location
 
 
 def _corrupt_batch(algo=Algo.SNAPPY, seed=5):
@@ -68,33 +56,18 @@ def test_sidecar_cpu_backend_runs_in_another_process():
         buf = b.host_buffer(10)
         assert isinstance(buf, SharedBuffer)
         buf.close()
-        _check(_run(b, jobs, src, dst_len), jobs, expected)
+        assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
 
 
 def test_sidecar_standin_engine_mirrors_capabilities_and_decodes(standin):
     assert standin.name == "hardware" and standin.overwrites_gaps
     assert standin.algorithms == frozenset(ENGINE_ALGOS) and standin.max_job_bytes > 0
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000, 100, 70_000] * 10, seed=2)
-    _check(_run(standin, jobs, src, dst_len), jobs, expected)
+    assert_outputs(run_batch(standin, jobs, src, dst_len), jobs, expected)
 
 
 def test_sidecar_concurrent_callers_share_the_childs_batcher(standin):
-    batches = [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)]
-    outs = [None] * 8
-    start = threading.Barrier(8)
-
-    def work(t):
-        jobs, src, dst_len, _ = batches[t]
-        start.wait()
-        outs[t] = _run(standin, jobs, src, dst_len)
-
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for (jobs, _, _, expected), out in zip(batches, outs):
-        _check(out, jobs, expected)
+    run_concurrently(standin, [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)])
     stats = standin.stats()
     assert stats["parts"] == 8 and 1 <= stats["batches"] <= 8
 
@@ -102,10 +75,10 @@ def test_sidecar_concurrent_callers_share_the_childs_batcher(standin):
 def test_sidecar_segments_are_mapped_and_registered_once(standin):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [20_000] * 12, seed=6)
     for _ in range(3):
-        _run(standin, jobs, src, dst_len)
+        run_batch(standin, jobs, src, dst_len)
     before = standin.stats()
     for _ in range(100):
-        _check(_run(standin, jobs, src, dst_len), jobs, expected)
+        assert_outputs(run_batch(standin, jobs, src, dst_len), jobs, expected)
     after = standin.stats()
     for key in ("pinned_allocations", "pinned_held_bytes", "host_registrations", "mapped_segments"):
         assert after[key] == before[key], (key, before, after)
@@ -117,7 +90,7 @@ def test_sidecar_foreign_buffers_are_staged_and_protect_holds(standin):
     dst = bytearray(b"\xab" * dst_len)
     gap = (jobs[0].dst_offset + jobs[0].dst_size, jobs[1].dst_offset)
     standin.decompress(jobs, memoryview(bytes(src)), memoryview(dst), protect=[gap])
-    _check(bytes(dst), jobs, expected)
+    assert_outputs(bytes(dst), jobs, expected)
     assert dst[gap[0] : gap[1]] == b"\xab" * (gap[1] - gap[0])
     assert standin.stats()["foreign_copies"] == 2
 
@@ -126,7 +99,7 @@ def test_sidecar_page_the_child_rejects_is_named_without_restart(standin):
     pid = standin.pid
     jobs, src, dst_len, bad = _corrupt_batch()
     with pytest.raises(CorruptPageError) as err:
-        _run(standin, jobs, src, dst_len)
+        run_batch(standin, jobs, src, dst_len)
     assert err.value.location == bad.location
     assert standin.pid == pid
 
@@ -140,11 +113,11 @@ def test_sidecar_lost_child_names_the_page_and_restarts(factory, said):
         pid = b.pid
         jobs, src, dst_len, bad = _corrupt_batch()
         with pytest.raises(CorruptPageError) as err:
-            _run(b, jobs, src, dst_len)
+            run_batch(b, jobs, src, dst_len)
         assert err.value.location == bad.location
         assert said in str(err.value) and "restarted" in str(err.value), str(err.value)
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 20, seed=6)
-        _check(_run(b, jobs, src, dst_len), jobs, expected)
+        assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
         assert b.pid not in (None, pid)
         assert b.stats()["restarts"] == 1
 
@@ -154,11 +127,11 @@ def test_sidecar_hung_child_is_killed_at_the_deadline():
         jobs, src, dst_len, bad = _corrupt_batch()
         t0 = time.monotonic()
         with pytest.raises(CorruptPageError, match="did not answer within 1 s") as err:
-            _run(b, jobs, src, dst_len)
+            run_batch(b, jobs, src, dst_len)
         assert time.monotonic() - t0 < 10
         assert err.value.location == bad.location
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 20, seed=6)
-        _check(_run(b, jobs, src, dst_len), jobs, expected)
+        assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
 
 
 def test_sidecar_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
@@ -169,7 +142,7 @@ def test_sidecar_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
 
         def read(key, jobs, src, dst_len):
             try:
-                results[key] = _run(b, jobs, src, dst_len)
+                results[key] = run_batch(b, jobs, src, dst_len)
             except BaseException as exc:  # inspected below
                 results[key] = exc
 
@@ -187,14 +160,14 @@ def test_sidecar_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
         assert isinstance(results["bad"], CorruptPageError), results["bad"]
         assert results["bad"].location == bad.location
         assert "died" in str(results["bad"])
-        _check(results["good"], good[0], good[3])
+        assert_outputs(results["good"], good[0], good[3])
 
 
 def test_sidecar_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_it():
     with _open("standin_broken_device") as b:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000] * 10, seed=4)
         with pytest.raises(CorruptPageError, match="twice .* the CPU decodes every page"):
-            _run(b, jobs, src, dst_len)
+            run_batch(b, jobs, src, dst_len)
         router = Router.__new__(Router)  # a Router over this backend (the registry knows the real GPU only)
         router.options = OPTS.replace(cpu_retry=True)
         router._candidates = {a: [b] for a in ENGINE_ALGOS}
@@ -203,7 +176,7 @@ def test_sidecar_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_
         with b.host_buffer(len(src)) as s:
             s.view[:] = src
             router.run(jobs, s.view, memoryview(dst), report)
-        _check(bytes(dst), jobs, expected)
+        assert_outputs(bytes(dst), jobs, expected)
         assert len(report.retries) == 1 and "CPU decodes" in report.retries[0]
 
 
@@ -222,7 +195,7 @@ def test_sidecar_close_reaps_the_child_and_frees_every_segment():
     b = _open("standin")
     proc = b._sidecar.proc
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 8, seed=1)
-    _check(_run(b, jobs, src, dst_len), jobs, expected)
+    assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
     held = b.host_buffer(1000)
     b.close()
     assert proc.returncode == 0  # exited cleanly and reaped
@@ -292,6 +265,6 @@ def test_sidecar_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
         pid = b.pid
         jobs, src, dst_len, _ = make_batch(ENGINE_ALGOS, [3000] * 4, seed=12)
         with pytest.raises(CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS.*the CPU decodes every page") as err:
-            _run(b, jobs, src, dst_len)
+            run_batch(b, jobs, src, dst_len)
         assert err.value.code == 700
         assert b.stats()["restarts"] == 1 and b.pid != pid

@@ -8,7 +8,6 @@ documented contract of ``cuMemBatchDecompressAsync`` on host memory.
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.gpu.check import CudaError
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
-from pagegen import make_batch
+from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 from standin_engine import StandinEngine
 
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
@@ -40,34 +39,17 @@ def backend(engine):
     b.close()
 
 
-def _run(backend, jobs, src, dst_len):
-    src_buf = backend.host_buffer(len(src))
-    src_buf.view[:] = src
-    dst_buf = backend.host_buffer(dst_len)
-    try:
-        backend.decompress(jobs, src_buf.view, dst_buf.view)
-        return bytes(dst_buf.view)
-    finally:
-        src_buf.close()
-        dst_buf.close()
-
-
-def _assert_outputs(out, jobs, expected):
-    for job, data in zip(jobs, expected):
-        assert out[job.dst_offset : job.dst_offset + job.dst_size] == data, job.location
-
-
 def test_standin_engine_decompresses_every_algorithm(backend, engine):
     sizes = [1, 7, 100, 4096, 65536, 300_000, 1 << 20] * 6
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, sizes, seed=1)
-    out = _run(backend, jobs, src, dst_len)
-    _assert_outputs(out, jobs, expected)
+    out = run_batch(backend, jobs, src, dst_len)
+    assert_outputs(out, jobs, expected)
     assert backend.algorithms == frozenset(ENGINE_ALGOS)
 
 
 def test_standin_engine_params_records_follow_the_contract(backend, engine):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 9, seed=2)
-    _run(backend, jobs, src, dst_len)
+    run_batch(backend, jobs, src, dst_len)
     params = np.concatenate(engine.calls)
     assert params.dtype.itemsize == 64
     assert sorted(params["src_num_bytes"].tolist()) == sorted(j.src_size for j in jobs)
@@ -84,7 +66,7 @@ def test_standin_engine_size_mismatch_names_the_page(backend):
     bad = jobs[1]
     bad.dst_size -= 1  # the header declares one byte less than the stream holds
     with pytest.raises(CorruptPageError) as err:
-        _run(backend, jobs, src, dst_len)
+        run_batch(backend, jobs, src, dst_len)
     assert err.value.location == bad.location
     assert "generated.parquet" in str(err.value) and "page 1" in str(err.value)
 
@@ -94,7 +76,7 @@ def test_standin_engine_corrupt_input_is_reported_not_crashed(backend):
     j = jobs[0]
     src[j.src_offset : j.src_offset + j.src_size] = bytes(range(256)) * (j.src_size // 256) + bytes(j.src_size % 256)
     with pytest.raises(CorruptPageError) as err:
-        _run(backend, jobs, src, dst_len)
+        run_batch(backend, jobs, src, dst_len)
     assert err.value.location == j.location
 
 
@@ -105,7 +87,7 @@ def test_standin_engine_mask_limits_algorithms():
         assert b.max_job_bytes == usable_length(1 << 20)
         jobs, src, dst_len, _ = make_batch([Algo.DEFLATE], [100])
         with pytest.raises(CorruptPageError):
-            _run(b, jobs, src, dst_len)
+            run_batch(b, jobs, src, dst_len)
     finally:
         b.close()
 
@@ -117,7 +99,7 @@ def test_standin_engine_raises_not_supported_past_max_length(engine):
         b._launcher.max_input_bytes = 1 << 30  # skip the host check: reach the driver
         jobs, src, dst_len, _ = make_batch([Algo.SNAPPY], [1 << 17])
         with pytest.raises(CudaError) as err:
-            _run(b, jobs, src, dst_len)
+            run_batch(b, jobs, src, dst_len)
         assert err.value.code == 801
     finally:
         b.close()
@@ -153,7 +135,7 @@ def test_standin_engine_oversized_pages_fall_through_and_protect_outputs():
         dst = bytearray(dst_len)
         report = ReadReport()
         router.run(jobs, memoryview(bytes(src)), memoryview(dst), report)
-        _assert_outputs(bytes(dst), jobs, expected)
+        assert_outputs(bytes(dst), jobs, expected)
         names = {name for name, _ in report.by_backend}
         assert names == {"hardware"}
         assert max(call["dst_num_bytes"].max() for call in small.calls) <= hw.max_job_bytes
@@ -164,22 +146,7 @@ def test_standin_engine_oversized_pages_fall_through_and_protect_outputs():
 
 
 def test_standin_engine_batcher_serves_concurrent_callers(backend, engine):
-    batches = [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)]
-    outs = [None] * 8
-    start = threading.Barrier(8)
-
-    def work(t):
-        jobs, src, dst_len, _ = batches[t]
-        start.wait()
-        outs[t] = _run(backend, jobs, src, dst_len)
-
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for (jobs, _, _, expected), out in zip(batches, outs):
-        _assert_outputs(out, jobs, expected)
+    run_concurrently(backend, [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)])
     stats = backend.stats()
     assert stats["parts"] == 8 and 1 <= stats["batches"] <= 8
 
@@ -187,11 +154,11 @@ def test_standin_engine_batcher_serves_concurrent_callers(backend, engine):
 def test_standin_engine_pools_do_not_grow(backend, engine):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [20_000] * 12, seed=6)
     for _ in range(5):
-        _run(backend, jobs, src, dst_len)
+        run_batch(backend, jobs, src, dst_len)
     before = backend.stats()
     device_before = engine.device_allocations
     for _ in range(200):
-        _run(backend, jobs, src, dst_len)
+        run_batch(backend, jobs, src, dst_len)
     after = backend.stats()
     assert after["pinned_allocations"] == before["pinned_allocations"]
     assert after["pinned_held_bytes"] == before["pinned_held_bytes"]

@@ -262,11 +262,11 @@ def test_corpus_footers_roundtrip(corpus):
         assert encoded == raw[:end], path
 
 
-def test_corpus_page_headers_roundtrip(corpus):
+def _first_page_offsets(corpus, field: str):
+    """(path, bytes, offset) of each column's first page (by ``field``) in row group 0."""
     from dask_hwdecomp.format.footer import parse_footer
     from dask_hwdecomp.format.structs import ColumnChunk, ColumnMetaData
 
-    count = 0
     for path, data in _par1_files(corpus):
         try:
             footer = parse_footer(data, len(data), str(path))
@@ -276,53 +276,45 @@ def test_corpus_page_headers_roundtrip(corpus):
             continue
         for chunk in footer.column_chunks(0):
             md = chunk.get_value(ColumnChunk.meta_data)
-            off = md.get_value(ColumnMetaData.dictionary_page_offset) or md.get_value(ColumnMetaData.data_page_offset)
-            if not 4 <= off < len(data):
-                continue
-            try:
-                header, end = decode_struct(data, off, len(data))
-            except ThriftError:
-                continue  # bad_data with broken headers
-            assert encode_struct(header) == data[off:end], path
-            count += 1
+            off = md.get_value(getattr(ColumnMetaData, field)) or md.get_value(ColumnMetaData.data_page_offset)
+            if 4 <= off < len(data):
+                yield path, data, off
+
+
+def test_corpus_page_headers_roundtrip(corpus):
+    count = 0
+    for path, data, off in _first_page_offsets(corpus, "dictionary_page_offset"):
+        try:
+            header, end = decode_struct(data, off, len(data))
+        except ThriftError:
+            continue  # bad_data with broken headers
+        assert encode_struct(header) == data[off:end], path
+        count += 1
     assert count > 300
 
 
 def test_lazy_decode_keeps_nested_structs_verbatim(corpus):
     """Page headers are decoded with ``lazy_depth=2``: statistics stay raw bytes."""
-    from dask_hwdecomp.format.footer import parse_footer
-    from dask_hwdecomp.format.structs import ColumnChunk, ColumnMetaData
     from dask_hwdecomp.format.thrift import RawStruct
 
     raw_seen = 0
-    for path, data in _par1_files(corpus):
+    for path, data, off in _first_page_offsets(corpus, "data_page_offset"):
         try:
-            footer = parse_footer(data, len(data), str(path))
-        except CorruptMetadataError:
+            eager, end = decode_struct(data, off, len(data))
+        except ThriftError:
             continue
-        if footer.unsupported_reason() or not footer.num_row_groups:
-            continue
-        for chunk in footer.column_chunks(0):
-            md = chunk.get_value(ColumnChunk.meta_data)
-            off = md.get_value(ColumnMetaData.data_page_offset)
-            if not 4 <= off < len(data):
-                continue
-            try:
-                eager, end = decode_struct(data, off, len(data))
-            except ThriftError:
-                continue
-            lazy, lazy_end = decode_struct(data, off, len(data), lazy_depth=2)
-            assert lazy_end == end, path
-            assert encode_struct(lazy) == data[off:end], path
-            # a changed copy re-encodes to what the eager decode re-encodes to
-            changed, changed_eager = lazy.copy(), eager.copy()
-            for s in (changed, changed_eager):
-                s[3] = (T.I32, 12345)
-                s.pop(4, None)
-            assert decode_struct(encode_struct(changed))[0] == decode_struct(encode_struct(changed_eager))[0], path
-            for _, (ttype, value) in lazy.items():
-                if ttype == T.STRUCT:
-                    raw_seen += sum(isinstance(v, RawStruct) for _, v in value.values())
+        lazy, lazy_end = decode_struct(data, off, len(data), lazy_depth=2)
+        assert lazy_end == end, path
+        assert encode_struct(lazy) == data[off:end], path
+        # a changed copy re-encodes to what the eager decode re-encodes to
+        changed, changed_eager = lazy.copy(), eager.copy()
+        for s in (changed, changed_eager):
+            s[3] = (T.I32, 12345)
+            s.pop(4, None)
+        assert decode_struct(encode_struct(changed))[0] == decode_struct(encode_struct(changed_eager))[0], path
+        for _, (ttype, value) in lazy.items():
+            if ttype == T.STRUCT:
+                raw_seen += sum(isinstance(v, RawStruct) for _, v in value.values())
     assert raw_seen > 100  # statistics were really skipped
 
 
@@ -333,3 +325,13 @@ def test_lazy_decode_checks_what_it_skips():
         decode_struct(bad, lazy_depth=2)
     with pytest.raises(ThriftError):
         decode_struct(bad)
+
+
+def test_lazy_decode_rejects_what_eager_decode_rejects():
+    # a statistics-depth struct whose short-form field ids climb past 2**15
+    inner = bytes([0xF5, 0x00] * 2200) + b"\x00"
+    data = bytes([0x1C, 0x1C]) + inner + b"\x00\x00"
+    with pytest.raises(ThriftError, match="field id"):
+        decode_struct(data)
+    with pytest.raises(ThriftError, match="field id"):
+        decode_struct(data, lazy_depth=2)

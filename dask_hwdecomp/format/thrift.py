@@ -259,6 +259,8 @@ def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
             delta = head >> 4
             if delta:
                 last += delta
+                if last >= 1 << 15:
+                    _fail(f"field id {last} out of range", pos)
             else:
                 last, pos = _int(b, pos, end, T.I16)
             if ftype != T.TRUE and ftype != T.FALSE:

@@ -6,7 +6,6 @@ process, and the corrupt-page tests show a lost sidecar costs one error.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -16,7 +15,7 @@ from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
 from corruption import MODES, corrupt
-from pagegen import make_batch
+from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 
 pytestmark = pytest.mark.gpu
 
@@ -29,28 +28,11 @@ def _sizes(n, seed):
     return [int(x) for x in pick]
 
 
-def _run(backend, jobs, src, dst_len):
-    src_buf = backend.host_buffer(len(src))
-    dst_buf = backend.host_buffer(dst_len)
-    try:
-        src_buf.view[:] = src
-        backend.decompress(jobs, src_buf.view, dst_buf.view)
-        return bytes(dst_buf.view)
-    finally:
-        src_buf.close()
-        dst_buf.close()
-
-
-def _check(out, jobs, expected):
-    bad = [j.location for j, data in zip(jobs, expected) if out[j.dst_offset : j.dst_offset + j.dst_size] != data]
-    assert not bad, f"{len(bad)} wrong pages, first {bad[0]}"
-
-
 @pytest.mark.parametrize("algo", GPU_ALGOS, ids=lambda a: a.value)
 def test_every_algorithm_matches_cpu(nvcomp_backend, algo):
     jobs, src, dst_len, expected = make_batch([algo], _sizes(3000, 1), seed=hash(algo.value) % 1000)
-    out = _run(nvcomp_backend, jobs, src, dst_len)
-    _check(out, jobs, expected)
+    out = run_batch(nvcomp_backend, jobs, src, dst_len)
+    assert_outputs(out, jobs, expected)
     with CpuBackend(4) as cpu:
         ref = bytearray(dst_len)
         cpu.decompress(jobs, memoryview(bytes(src)), memoryview(ref))
@@ -60,18 +42,18 @@ def test_every_algorithm_matches_cpu(nvcomp_backend, algo):
 
 def test_mixed_algorithms_in_one_call(nvcomp_backend):
     jobs, src, dst_len, expected = make_batch(GPU_ALGOS, _sizes(4000, 2), seed=2)
-    _check(_run(nvcomp_backend, jobs, src, dst_len), jobs, expected)
+    assert_outputs(run_batch(nvcomp_backend, jobs, src, dst_len), jobs, expected)
 
 
 def test_unaligned_deflate_inputs(nvcomp_backend):
     jobs, src, dst_len, expected = make_batch([Algo.DEFLATE], [5000 + i for i in range(64)], seed=3)
     assert {j.src_offset % 4 for j in jobs} == {0, 1, 2, 3}
-    _check(_run(nvcomp_backend, jobs, src, dst_len), jobs, expected)
+    assert_outputs(run_batch(nvcomp_backend, jobs, src, dst_len), jobs, expected)
 
 
 def test_large_pages(nvcomp_backend):
     jobs, src, dst_len, expected = make_batch(GPU_ALGOS, [8 << 20] * 4 + [(4 << 20) + 3] * 4, seed=4)
-    _check(_run(nvcomp_backend, jobs, src, dst_len), jobs, expected)
+    assert_outputs(run_batch(nvcomp_backend, jobs, src, dst_len), jobs, expected)
 
 
 # Measured on the H200 with nvCOMP 6.0.0.12 (scripts/gpu_corrupt_probe.py):
@@ -93,37 +75,20 @@ def test_context_survives_corrupt_pages(nvcomp_backend, algo, mode):
         corrupt(algo, mode, job, src, rng)
     t0 = time.monotonic()
     with pytest.raises(CorruptPageError) as err:
-        _run(nvcomp_backend, jobs, src, dst_len)
+        run_batch(nvcomp_backend, jobs, src, dst_len)
     assert err.value.location == broken[0].location, str(err.value)
     elapsed = time.monotonic() - t0
     assert elapsed < nvcomp_backend.options.gpu_timeout_s + 60, elapsed  # a hang ends at the deadline
     print(f"{algo.value} {mode}: {elapsed:.1f} s, restarts {nvcomp_backend.restarts}: {err.value}")
     # the same process, the same backend: the next batch is fine
     jobs, src, dst_len, expected = make_batch(GPU_ALGOS, _sizes(500, 6), seed=6)
-    _check(_run(nvcomp_backend, jobs, src, dst_len), jobs, expected)
+    assert_outputs(run_batch(nvcomp_backend, jobs, src, dst_len), jobs, expected)
 
 
 def test_concurrent_threads_share_the_batcher(nvcomp_backend):
     work = [make_batch(GPU_ALGOS, _sizes(300, 20 + t), seed=20 + t) for t in range(8)]
     before = nvcomp_backend.stats()
-    errors = []
-    start = threading.Barrier(8)
-
-    def run(t):
-        jobs, src, dst_len, expected = work[t]
-        start.wait()
-        for _ in range(3):
-            try:
-                _check(_run(nvcomp_backend, jobs, src, dst_len), jobs, expected)
-            except BaseException as exc:  # collected and re-raised in the test thread
-                errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_concurrently(nvcomp_backend, work, rounds=3)
     after = nvcomp_backend.stats()
     parts = after["parts"] - before["parts"]
     batches = after["batches"] - before["batches"]
