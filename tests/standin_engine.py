@@ -58,7 +58,8 @@ operations fail though their input is valid (the engine's behaviour on any
 given stream is not documented; the CPU decodes such pages). ``misbehave``
 breaks the contract on purpose, for tests of ``hwdecomp selfcheck``:
 ``"write_past"`` writes bytes past every output without counting them,
-``"no_slot"`` never records the actual size.
+``"no_slot"`` never records the actual size, ``"claim_hint"`` records
+``dstNumBytes`` for an operation that failed.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class StandinEngine:
                  fault_on: str = "corrupt", fail_if=None, misbehave: str | None = None):
         if fault not in (None, "die", "hang", "illegal_address") or fault_on not in ("corrupt", "every call"):
             raise ValueError(f"unknown fault {fault!r} on {fault_on!r}")
-        if misbehave not in (None, "write_past", "no_slot"):
+        if misbehave not in (None, "write_past", "no_slot", "claim_hint"):
             raise ValueError(f"unknown misbehaviour {misbehave!r}")
         self.mask = mask
         self.max_length = max_length
@@ -240,14 +241,27 @@ class StandinEngine:
 
     # -- stream-ordered work -----------------------------------------------
 
+    def _device_range(self, ptr: int, nbytes: int) -> None:
+        """Raise unless [ptr, ptr + nbytes) lies in one allocation (never touch memory outside)."""
+        with self._lock:
+            i = bisect.bisect_right(self._starts, ptr) - 1
+            end = self._starts[i] + len(self._live[self._starts[i]][0]) if i >= 0 else 0
+        if ptr + nbytes > end:
+            raise CudaError(f"CUDA_ERROR_INVALID_VALUE: {nbytes} bytes at {ptr:#x} are outside device memory",
+                            code=CUDA_ERROR_INVALID_VALUE, name="CUDA_ERROR_INVALID_VALUE")
+
     def htod(self, dst: int, src: int, nbytes: int, stream) -> None:
+        self._device_range(dst, nbytes)
         stream.queue.append(lambda: ctypes.memmove(dst, src, nbytes))
 
     def dtoh(self, dst: int, src: int, nbytes: int, stream) -> None:
+        self._device_range(src, nbytes)
         stream.queue.append(lambda: ctypes.memmove(dst, src, nbytes))
 
     def memset_d32(self, dst: int, value: int, count: int, stream) -> None:
-        stream.queue.append(lambda: ctypes.memmove(dst, np.full(count, value, dtype=np.uint32).ctypes.data, 4 * count))
+        self._device_range(dst, 4 * count)
+        words = np.full(count, value, dtype=np.uint32)  # held by the closure until it runs
+        stream.queue.append(lambda: ctypes.memmove(dst, words.ctypes.data, 4 * count))
 
     def synchronize(self, stream) -> None:
         stream.synchronize()
@@ -304,6 +318,8 @@ class StandinEngine:
             except Exception:  # corrupt input: undefined on the engine; the slot is left alone
                 self.failed_operations += 1
                 self._undefined()
+                if self.misbehave == "claim_hint":
+                    ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = int(rec["dst_num_bytes"])
                 continue
             dst = int(rec["dst"])
             extra = WRITE_PAST if self.misbehave == "write_past" else 0

@@ -147,6 +147,7 @@ def _check_merged_failure(backend) -> tuple[bool, str]:
     bad = callers[0][0][3]
     bad.src_size //= 2
     outcome: list = [None, None]
+    batches = [0]
     start = threading.Barrier(2)
 
     def work(i):
@@ -154,6 +155,11 @@ def _check_merged_failure(backend) -> tuple[bool, str]:
         try:
             with backend.host_buffer(len(src)) as s, backend.host_buffer(dst_len) as d:
                 s.view[:] = src
+                # A first call each: the batcher then waits for both callers.
+                backend.decompress(jobs[:1], s.view, d.view)
+                start.wait()
+                if i == 0:
+                    batches[0] = backend.stats()["batches"]
                 start.wait()
                 backend.decompress(jobs, s.view, d.view)
                 out = bytes(d.view)
@@ -168,8 +174,10 @@ def _check_merged_failure(backend) -> tuple[bool, str]:
     for t in threads:
         t.join()
     named = isinstance(outcome[0], CorruptPageError) and outcome[0].location == bad.location
+    shared = "in one batch" if backend.stats()["batches"] - batches[0] == 1 else "(the callers did not share a batch)"
     if named and outcome[1] == []:
-        return True, f"the truncated {algo.value} page is named; the other caller's {len(sizes)} pages are right"
+        return True, (f"the truncated {algo.value} page is named; the other caller's {len(sizes)} pages are right, "
+                      + shared)
     return False, (f"caller with the truncated page got {outcome[0]!r}; "
                    f"the other caller got {outcome[1]!r} (wrong pages or error)")
 
