@@ -72,3 +72,4 @@ def test_selfcheck_engine_rows_say_why_without_an_engine():
     (row,) = _check_engine_contract()
     assert row[:3] == ("engine contract", "hardware", False)
     assert row[3] == probe()
+

@@ -410,3 +410,17 @@ def test_standin_engine_pools_do_not_grow(backend, engine):
     assert after["pinned_allocations"] == before["pinned_allocations"]
     assert after["pinned_held_bytes"] == before["pinned_held_bytes"]
     assert engine.device_allocations == device_before
+
+
+def test_redone_pages_reach_the_fine_performance_metrics():
+    from distributed.metrics import context_meter
+
+    from dask_hwdecomp.engine.metrics import digest
+    from dask_hwdecomp.report import ReadReport
+
+    report = ReadReport()
+    report.redone["hardware"] += 3
+    seen = []
+    with context_meter.add_callback(lambda label, value, unit: seen.append((label, value, unit))):
+        digest(report)
+    assert ("hwdecomp-hardware-redone-on-cpu", 3, "pages") in seen
