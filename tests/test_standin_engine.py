@@ -343,6 +343,14 @@ def test_standin_engine_failed_page_does_not_damage_a_concurrent_caller():
 
 def test_params_dtype_is_checked_field_by_field():
     check_params_dtype(PARAMS_DTYPE, "13.5.0")
+    unnamed_padding = np.dtype({"names": list(PARAMS_DTYPE.names[:-1]),
+                                "formats": [PARAMS_DTYPE.fields[n][0] for n in PARAMS_DTYPE.names[:-1]],
+                                "offsets": [PARAMS_DTYPE.fields[n][1] for n in PARAMS_DTYPE.names[:-1]],
+                                "itemsize": 64})
+    check_params_dtype(unnamed_padding, "13.5.0")
+    with pytest.raises(BackendUnavailableError):
+        check_params_dtype(np.dtype({"names": ["src_num_bytes"], "formats": ["<u8"],
+                                     "offsets": [0], "itemsize": 64}), "13.5.0")
     moved = np.dtype({"names": ["src_num_bytes", "dst_num_bytes", "dst_act_bytes", "src", "dst", "algo"],
                       "formats": ["<u8", "<u8", "<i8", "<i8", "<i8", "<i4"],
                       "offsets": [8, 0, 16, 24, 32, 40], "itemsize": 64})

@@ -84,6 +84,8 @@ def _layout(dtype: np.dtype) -> tuple:
 def check_params_dtype(dtype, version: str) -> None:
     """Raise unless ``dtype`` has :data:`PARAMS_DTYPE`'s names, offsets, sizes and itemsize.
 
+    The trailing ``padding`` field may be absent (the same C layout).
+
     Parameters
     ----------
     dtype : numpy.dtype
@@ -96,7 +98,9 @@ def check_params_dtype(dtype, version: str) -> None:
     BackendUnavailableError
     """
     got, want = _layout(np.dtype(dtype)), _layout(PARAMS_DTYPE)
-    if got != want:
+    # The same C layout, whether or not the bindings name the trailing padding.
+    unnamed = (want[0][:-1], want[1])
+    if got not in (want, unnamed):
         raise BackendUnavailableError(
             f"cuda-bindings {version}: mem_decompress_params_dtype is {got}, this package writes {want} "
             f"(tested with cuda-bindings {TESTED_BINDINGS}.x; install dask-hwdecomp[gpu] to get it)"
