@@ -10,7 +10,7 @@ names its source:
        and ``CUmemDecompressParams`` in cuda-bindings 13.5.0).
 [nvcomp] nvCOMP's engine path: ``HWDecompress.hpp`` (``do_hw_decomp``,
        ``FillCuDEParamsOnHost``) and ``SnappyBatchKernels.cu``
-       (``fill_cudecomp_params``) of nvCOMP 5.x.
+       (``fill_cudecomp_params``) of recent nvCOMP releases.
 [xgb]  XGBoost, ``src/common/device_compression.cu`` (``FillDecompParams``,
        ``DecompressSnappy``), dmlc/xgboost.
 

@@ -30,7 +30,7 @@ from dask_hwdecomp.gpu.staging import Part
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
-from standin_engine import WRITE_PAST, StandinEngine
+from standin_engine import StandinEngine
 
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20)
