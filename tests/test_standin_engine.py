@@ -209,6 +209,21 @@ def test_standin_engine_operation_the_call_rejects_is_redone(engine):
         b.close()
 
 
+def test_standin_engine_call_error_for_many_operations_fails_the_batch(engine):
+    # Every operation is over the maximum length: past a few, the error is
+    # taken as one about the call, not about single operations.
+    engine.max_length = 1 << 12
+    b = create_with(engine, OPTS)
+    try:
+        b._launcher.max_input_bytes = 1 << 30
+        jobs, src, dst_len, _ = make_batch([Algo.LZ4], [1 << 13] * 20, seed=34)
+        with pytest.raises(EngineCallError):
+            run_batch(b, jobs, src, dst_len)
+        assert len(engine.calls) == 9
+    finally:
+        b.close()
+
+
 def test_standin_engine_rejects_unknown_algorithm_bit(engine):
     params = np.zeros(1, dtype=engine.params_dtype)
     params["algo"] = 8

@@ -48,6 +48,7 @@ from ..options import Options
 __all__ = ["probe", "create", "create_with", "HardwareLauncher", "ALGO_BIT", "usable_length"]
 
 ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
+_MAX_REJECTED = 8  # operations one launch leaves out before the call's error counts as general
 
 
 def usable_length(max_length: int) -> int:
@@ -167,7 +168,8 @@ class HardwareLauncher:
                 self.driver.batch_decompress(submitted[-1], stream)
                 return rejected
             except EngineCallError as exc:
-                if exc.index is None or not 0 <= exc.index < len(live):
+                # Past a few operations the error is not about one of them.
+                if exc.index is None or not 0 <= exc.index < len(live) or len(rejected) >= _MAX_REJECTED:
                     raise
                 rejected[int(live[exc.index])] = exc.code
                 live = np.delete(live, exc.index)

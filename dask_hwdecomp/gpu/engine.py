@@ -5,7 +5,8 @@ Everything about ``cuMemBatchDecompressAsync`` lives here (gpu-facts.md §1):
 * the call: ``cuda.bindings._v2.driver.mem_batch_decompress_async(params,
   count, flags, stream)`` where ``_v2`` exists (cuda-bindings >= 13.5; plain
   ints, failures raise ``DriverError`` subclasses; the returned error index
-  is not used, and a failure carries none), else the classic
+  is not used, and a failure carries none, so a failed call is made again
+  through the classic entry point to learn it), else the classic
   ``cuda.bindings.driver.cuMemBatchDecompressAsync`` over a
   ``CUmemDecompressParams`` view of the same array (returns ``(CUresult,
   errorIndex)``; the index, unless ``SIZE_MAX``, names the operation the
@@ -218,11 +219,11 @@ class EngineDriver(CudaOps):
         if self._v2 is not None:
             try:
                 self._v2.mem_batch_decompress_async(addr, count, 0, stream.handle)
-            except self._v2.DriverError as exc:
-                code = int(getattr(exc, "status", -1) if not callable(getattr(exc, "status", None)) else -1)
-                raise EngineCallError(f"{type(exc).__name__}: {exc} ({what})", code=code,
-                                      name=type(exc).__name__) from None
-            return
+                return
+            except self._v2.DriverError:
+                # _v2 drops the error index: the classic entry point, given
+                # the same call, either queues it or says which operation failed.
+                pass
         from cuda.bindings import driver
 
         ret = driver.cuMemBatchDecompressAsync(driver.CUmemDecompressParams(_ptr=addr), count, 0, stream.native)
