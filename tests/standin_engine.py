@@ -119,7 +119,7 @@ def _snappy_elements_length(data: bytes) -> int:
 
 
 def _unsnappy(data: bytes, out: np.ndarray) -> int:
-    # cramjam's raw decoder wants the preamble the engine is not given.
+    # The engine gets no preamble [nvcomp, xgb]; cramjam's raw decoder wants one.
     n = _snappy_elements_length(data)
     if n > len(out):
         raise ValueError("output larger than the maximum length")
@@ -287,35 +287,35 @@ class StandinEngine:
         """
         if params.dtype != PARAMS_DTYPE:
             raise TypeError(f"params dtype {params.dtype} is not CUmemDecompressParams")
-        ops = params.copy()  # read when the call is made
+        ops = params.copy()  # read when the call is made [doc]
         self.calls.append(ops)
         for k, rec in enumerate(ops):
             algo = int(rec["algo"])
-            if algo not in _DECODERS or not algo & self.mask:
+            if algo not in _DECODERS or not algo & self.mask:  # INVALID_VALUE and errorIndex [doc]
                 raise _invalid(f"algorithm {algo} is not in the mask {self.mask}", k)
             if rec["src_num_bytes"] > self.max_length or rec["dst_num_bytes"] > self.max_length:
                 raise _invalid(f"sizes {rec['src_num_bytes']}, {rec['dst_num_bytes']} exceed {self.max_length}", k)
             src, slot = int(rec["src"]), int(rec["dst_act_bytes"])
             src_end, slot_end = self._capable_end(src), self._capable_end(slot)
-            if src_end is None or src + int(rec["src_num_bytes"]) > src_end:
+            if src_end is None or src + int(rec["src_num_bytes"]) > src_end:  # HW-decompress capable [doc]
                 raise _invalid("src is not HW-decompress capable memory", k)
             if self._capable_end(int(rec["dst"])) is None:
                 raise _invalid("dst is not HW-decompress capable memory", k)
             if slot_end is None or slot + 4 > slot_end:
                 raise _invalid("dstActBytes is not HW-decompress capable memory", k)
-        stream.queue.append(lambda: self._run(ops))
+        stream.queue.append(lambda: self._run(ops))  # asynchronous, in stream order [doc]
 
     def _run(self, ops: np.ndarray) -> None:
         if self.fault_on == "every call":
             self._undefined()
-        for rec in ops[::-1]:  # independent operations: no order
+        for rec in ops[::-1]:  # independent operations: no order [doc]
             src = ctypes.string_at(int(rec["src"]), int(rec["src_num_bytes"]))
-            scratch = np.zeros(self.max_length, dtype=np.uint8)
+            scratch = np.zeros(self.max_length, dtype=np.uint8)  # dstNumBytes is only a hint [doc, nvcomp]
             try:
                 if self.fail_if is not None and self.fail_if(rec):
                     raise ValueError("fail_if")
                 written = _DECODERS[int(rec["algo"])](src, scratch)
-            except Exception:  # corrupt input: undefined on the engine; the slot is left alone
+            except Exception:  # undefined on the engine; the slot is left alone [nvcomp, xgb zero it first]
                 self.failed_operations += 1
                 self._undefined()
                 if self.misbehave == "claim_hint":

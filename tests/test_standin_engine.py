@@ -290,7 +290,8 @@ def test_slot_failed_page_does_not_damage_another_callers_outputs():
     try:
         bad_jobs, bad_src, bad_len, _ = _understated(26)
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [2000, 4000, 8000, 16_000], seed=27)
-        bufs = [(b.host_buffer(len(bad_src)), b.host_buffer(bad_len)), (b.host_buffer(len(src)), b.host_buffer(dst_len))]
+        bufs = [(b.host_buffer(len(bad_src)), b.host_buffer(bad_len)),
+                (b.host_buffer(len(src)), b.host_buffer(dst_len))]
         bufs[0][0].view[:] = bad_src
         bufs[1][0].view[:] = src
         parts = [Part(bad_jobs, bufs[0][0].view, bufs[0][1].view), Part(jobs, bufs[1][0].view, bufs[1][1].view)]
