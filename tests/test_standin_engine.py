@@ -101,7 +101,7 @@ def test_snappy_preamble_is_planned_from_the_page():
     assert span.preamble == 2
 
 
-def test_a_job_with_the_wrong_preamble_is_rejected_before_the_gpu(backend):
+def test_standin_engine_job_with_the_wrong_preamble_is_rejected_before_the_call(backend):
     jobs, src, dst_len, _ = make_batch([Algo.SNAPPY, Algo.LZ4], [5000, 5000], seed=22)
     jobs[0].preamble += 1
     with pytest.raises(CorruptPageError, match="preamble") as err:
@@ -281,7 +281,7 @@ def _understated(seed: int):
     return jobs, src, 1000 + 64, expected
 
 
-def test_slot_failed_page_does_not_damage_another_callers_outputs():
+def test_standin_engine_slot_failed_page_does_not_damage_another_callers_outputs():
     # Two callers' parts in one batch; the first one's bad page writes
     # 300 000 bytes from its output, over the second caller's data.
     engine = StandinEngine()
