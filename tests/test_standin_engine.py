@@ -326,7 +326,7 @@ def test_standin_engine_keeps_guard_space_after_the_last_output():
 
 def test_standin_engine_failed_page_does_not_damage_a_concurrent_caller():
     engine = StandinEngine()
-    b = create_with(engine, Options(streams=1, batch_latency_ms=2000.0, batch_bytes=8 << 20))
+    b = create_with(engine, Options(streams=1, batch_latency_ms=3000.0, batch_bytes=8 << 20))
     try:
         callers = [_understated(28), make_batch(ENGINE_ALGOS, [2000, 4000, 8000, 16_000], seed=29)]
         outcome: list = [None, None]
