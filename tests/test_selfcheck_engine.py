@@ -47,7 +47,7 @@ def test_standin_engine_check_with_one_algorithm():
 
 
 def _merging(engine):
-    return create_with(engine, Options(streams=1, batch_latency_ms=500.0))
+    return create_with(engine, Options(streams=1, batch_latency_ms=3000.0))
 
 
 def test_standin_engine_selfcheck_merged_batch_with_a_failed_page():
