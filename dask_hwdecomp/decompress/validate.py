@@ -155,8 +155,10 @@ def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None
             raise _corrupt(job, f"snappy block declares {declared} bytes, the page {job.dst_size}")
         # The engine is given the block after its preamble: a wrong count
         # would hand it a shifted or empty stream.
-        if job.preamble != preamble or preamble >= job.src_size:
+        if job.preamble != preamble:
             raise _corrupt(job, f"snappy preamble is {preamble} bytes, the job says {job.preamble}")
+        if preamble >= job.src_size:
+            raise _corrupt(job, "snappy block holds only its length preamble")
     elif job.preamble:
         raise _corrupt(job, f"a {job.algo.value} stream has no preamble, the job says {job.preamble}")
     if job.algo is Algo.ZSTD:
