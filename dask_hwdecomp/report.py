@@ -51,6 +51,10 @@ class ReadReport:
     retries : list of str
         Pages a GPU backend failed on that were redone on the CPU
         (``cpu_retry=True``), with the error.
+    redone : dict
+        ``{backend: pages}``: pages the backend failed on and redid on the
+        CPU itself (the hardware engine: an operation that failed, or one
+        in a batch whose outputs could not be trusted).
     batches : int
         Batched decompression calls made.
     """
@@ -60,6 +64,7 @@ class ReadReport:
     stages: dict = field(default_factory=lambda: {s: 0.0 for s in STAGES})
     fallbacks: list = field(default_factory=list)
     retries: list = field(default_factory=list)
+    redone: dict = field(default_factory=lambda: defaultdict(int))
     batches: int = 0
 
     def add_jobs(self, backend: str, codec: str, pages: int, jobs: int, cbytes: int, ubytes: int, seconds: float) -> None:
@@ -87,6 +92,8 @@ class ReadReport:
             self.stages[k] = self.stages.get(k, 0.0) + v
         self.fallbacks.extend(other.fallbacks)
         self.retries.extend(other.retries)
+        for backend, pages in other.redone.items():
+            self.redone[backend] += pages
         self.batches += other.batches
         return self
 
@@ -109,6 +116,7 @@ class ReadReport:
             ],
             "fallbacks": [list(f) for f in self.fallbacks],
             "retries": list(self.retries),
+            "redone": dict(self.redone),
         }
 
     def summary(self) -> str:
@@ -124,6 +132,8 @@ class ReadReport:
             lines.append(f"read by pyarrow (fallback): {path}: {why}")
         for why in self.retries:
             lines.append(f"retried on cpu: {why}")
+        for backend, pages in sorted(self.redone.items()):
+            lines.append(f"redone on cpu: {pages} page(s) that failed on {backend}")
         return "\n".join(lines)
 
 

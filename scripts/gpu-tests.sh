@@ -22,7 +22,7 @@ echo "corrupt: rc=$?"; counts corrupt "$OUT/corrupt.log"; grep -E "PASSED|FAILED
 timeout ${SUITE_S:-120} $PYTEST --timeout 90 tests/gpu -k "not corrupt" > "$OUT/gpu.log" 2>&1
 echo "gpu suite: rc=$?"; counts "gpu suite" "$OUT/gpu.log"; grep -E " FAILED| ERROR|^(FAILED|ERROR) |[0-9] passed" "$OUT/gpu.log" | cut -c1-220 | tail -25
 if [ -z "$QUICK" ]; then
-  timeout 300 $PYTEST tests/test_standin_engine.py tests/test_sidecar.py tests/test_matrix.py > "$OUT/cpu-suite.log" 2>&1
+  timeout 300 $PYTEST tests/test_standin_engine.py tests/test_selfcheck_engine.py tests/test_sidecar.py tests/test_matrix.py > "$OUT/cpu-suite.log" 2>&1
   tail -3 "$OUT/cpu-suite.log"
   timeout 300 python3 -m dask_hwdecomp selfcheck > "$OUT/selfcheck.log" 2>&1
 else

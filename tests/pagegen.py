@@ -11,7 +11,7 @@ import cramjam
 import numpy as np
 
 from dask_hwdecomp.errors import PageLocation
-from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.format.codecs import Algo, preamble_of
 from dask_hwdecomp.format.layout import Job
 
 __all__ = ["compress", "payload", "make_batch"]
@@ -61,7 +61,7 @@ def make_batch(algos, sizes, seed: int = 0, file: str = "generated.parquet"):
         src += bytes(int(rng.integers(1, 40)))  # a "page header": leaves inputs unaligned
         dpos += int(rng.integers(1, 40))
         loc = PageLocation(file, k // 100, f"col{k % 100}", k)
-        jobs.append(Job(algo, len(src), len(body), dpos, size, _CODEC[algo], loc))
+        jobs.append(Job(algo, len(src), len(body), dpos, size, _CODEC[algo], loc, preamble=preamble_of(algo, body)))
         expected.append(data)
         src += body
         dpos += size

@@ -45,3 +45,8 @@ def no_device(options):
 
 def standin_illegal_address_every_call(options):
     return create_with(StandinEngine(fault="illegal_address", fault_on="every call"), options)
+
+
+def standin_fails_7777(options):
+    # The engine fails every operation of 7777 output bytes (the CPU decodes them).
+    return create_with(StandinEngine(fail_if=lambda rec: rec["dst_num_bytes"] == 7777), options)

@@ -1,27 +1,70 @@
 """A stand-in of the CUDA hardware decompression engine, on host memory.
 
 Nobody here has a GPU with the engine (Blackwell), so CI checks the
-``hardware`` backend against this stand-in of the documented contract of
-``cuMemBatchDecompressAsync`` (gpu-facts.md §1): it reads the 64-byte params
-records (``src_num_bytes``, ``dst_num_bytes``, ``dst_act_bytes`` pointer,
-``src``, ``dst``, ``algo``), decompresses raw deflate, raw snappy and LZ4
-blocks with cramjam, writes ``dst`` and ``*dst_act_bytes`` (a u32), and
-raises the documented error (``CUDA_ERROR_NOT_SUPPORTED``, 801) for an
-algorithm bit outside the mask or a size over the maximum length. "Device"
-memory is host memory (numpy arrays); copies are memmoves; streams are
-synchronous. It has the methods of :class:`dask_hwdecomp.gpu.engine.EngineDriver`.
+``hardware`` backend against this stand-in of ``cuMemBatchDecompressAsync``
+as its documentation states it and as NVIDIA's own callers use it. Each rule
+names its source:
 
-Corrupt input is undefined behaviour on the engine. By default the stand-in
-reports 0 bytes for such a page; ``fault`` makes it do what nvCOMP 6.0 was
-seen to do on the H200 instead (gpu-facts.md §2), to test the GPU sidecar:
-``"die"`` (the process is gone, as when a lost context ends the sidecar),
-``"hang"`` (the call never returns), ``"illegal_address"`` (the call raises
+[doc]  The call's reference (CUDA driver API, "Memory Decompression"; the same
+       text is the docstring of ``cuda.bindings.driver.cuMemBatchDecompressAsync``
+       and ``CUmemDecompressParams`` in cuda-bindings 13.5.0).
+[nvcomp] nvCOMP's engine path: ``HWDecompress.hpp`` (``do_hw_decomp``,
+       ``FillCuDEParamsOnHost``) and ``SnappyBatchKernels.cu``
+       (``fill_cudecomp_params``) of recent nvCOMP releases.
+[xgb]  XGBoost, ``src/common/device_compression.cu`` (``FillDecompParams``,
+       ``DecompressSnappy``), dmlc/xgboost.
+
+The rules:
+
+* Operations and their memory. ``src``, ``dst`` and ``dstActBytes`` must be
+  HW-decompress capable: allocated by ``cuMemAlloc``, ``cuMemCreate`` with the
+  HW_DECOMPRESS usage or a pool created with it [doc]; here that is memory
+  from :meth:`StandinEngine.alloc_device` only (pinned host memory is not).
+  A pointer outside it, an algorithm outside the mask, or a size over the
+  maximum length fails the call with ``CUDA_ERROR_INVALID_VALUE`` (a code
+  the documentation lists for this call) and the error index of the
+  operation [doc: "errorIndex ... the decompression operation for which the
+  error returned by this function pertains to"]; nothing is queued then.
+* The params are read when the call is made (they are copied then); the
+  work runs in stream order, here when the stream is synchronised [doc:
+  "Once the batch has been submitted, the function will return, and
+  decompression will happen asynchronously"]. Copies and memsets queue on
+  the stream too.
+* The operations of a batch have no order [doc: "independent decompression
+  operations"]: they run last to first here, so the stray writes of one land
+  on the finished outputs of others.
+* Bitstreams: raw deflate, LZ4 block, and raw Snappy *without* its length
+  preamble: nvCOMP and XGBoost submit ``src + header_bytes`` and
+  ``srcNumBytes - header_bytes`` [nvcomp: "do_parse_header: Snappy frame has
+  variable size header to skip"; xgb].
+* ``dstNumBytes`` is only a hint [doc: "This value is optional; if present,
+  it may be used by the CUDA driver as a heuristic for scheduling"]; nvCOMP
+  passes 0 [nvcomp]. The stand-in decodes into a scratch of the maximum
+  length, writes every byte it decoded at ``dst`` (past ``dstNumBytes`` when
+  the stream is longer) and records that count [doc: "the actual number of
+  bytes written to dst will be recorded as a 32-bit unsigned integer"].
+  Writing past the end of ``dst``'s allocation faults (an illegal address).
+* A failed operation (corrupt input; undefined behaviour on the engine)
+  leaves its ``dstActBytes`` slot untouched: callers zero the slots first
+  [nvcomp, xgb: "WAR for HW only setting 32 lsb for this value"].
+
+Corrupt input is undefined behaviour on the engine. ``fault`` makes a failed
+operation do what nvCOMP 6.0 was seen to do on the H200 instead, to test the
+GPU sidecar: ``"die"`` (the process is gone), ``"hang"`` (synchronising never
+returns), ``"illegal_address"`` (synchronising raises
 ``CUDA_ERROR_ILLEGAL_ADDRESS``). ``fault_on="every call"`` models a broken
-device: it faults on valid pages too.
+device: it faults on valid pages too. ``fail_if(record)`` makes chosen
+operations fail though their input is valid (the engine's behaviour on any
+given stream is not documented; the CPU decodes such pages). ``misbehave``
+breaks the contract on purpose, for tests of ``hwdecomp selfcheck``:
+``"write_past"`` writes bytes past every output without counting them,
+``"no_slot"`` never records the actual size, ``"claim_hint"`` records
+``dstNumBytes`` for an operation that failed.
 """
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import os
 import signal
@@ -31,32 +74,89 @@ import cramjam
 import numpy as np
 
 from dask_hwdecomp.gpu.check import CudaError
-from dask_hwdecomp.gpu.engine import PARAMS_DTYPE
+from dask_hwdecomp.gpu.engine import PARAMS_DTYPE, EngineCallError
 from dask_hwdecomp.gpu.ops import DeviceAllocation, HostAllocation
+
+CUDA_ERROR_INVALID_VALUE = 1
+WRITE_PAST = 64  # bytes ``misbehave="write_past"`` writes after each output
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _snappy_elements_length(data: bytes) -> int:
+    """Output length of a raw Snappy element stream (no preamble); ValueError if malformed."""
+    pos = out = 0
+    n = len(data)
+    while pos < n:
+        tag = data[pos]
+        kind = tag & 3
+        if kind == 0:  # literal; lengths over 60 follow in 1-4 bytes
+            length = tag >> 2
+            if length < 60:
+                pos += 1
+            else:
+                extra = length - 59
+                length = int.from_bytes(data[pos + 1 : pos + 1 + extra], "little")
+                pos += 1 + extra
+            pos += length + 1
+            out += length + 1
+        elif kind == 1:
+            out += ((tag >> 2) & 7) + 4
+            pos += 2
+        else:
+            out += (tag >> 2) + 1
+            pos += 3 if kind == 2 else 5
+    if pos != n:
+        raise ValueError("snappy element runs past the input")
+    return out
+
+
+def _unsnappy(data: bytes, out: np.ndarray) -> int:
+    # The engine gets no preamble [nvcomp, xgb]; cramjam's raw decoder wants one.
+    n = _snappy_elements_length(data)
+    if n > len(out):
+        raise ValueError("output larger than the maximum length")
+    return cramjam.snappy.decompress_raw_into(_varint(n) + data, out)
+
 
 _DECODERS = {
     1: cramjam.deflate.decompress_into,
-    2: cramjam.snappy.decompress_raw_into,
+    2: _unsnappy,
     4: cramjam.lz4.decompress_block_into,
 }
 
 
 class _Stream:
+    """Work queued in order; run by :meth:`StandinEngine.synchronize`."""
+
     handle = 0
 
+    def __init__(self):
+        self.queue: list = []
+
     def synchronize(self):
-        pass
+        work, self.queue = self.queue, []
+        for fn in work:
+            fn()
 
     def close(self):
-        pass
+        self.queue = []
 
 
-def _not_supported(what: str) -> CudaError:
-    return CudaError(f"CUDA_ERROR_NOT_SUPPORTED: {what}", code=801, name="CUDA_ERROR_NOT_SUPPORTED")
+def _invalid(what: str, index: int) -> EngineCallError:
+    return EngineCallError(f"CUDA_ERROR_INVALID_VALUE: {what}", code=CUDA_ERROR_INVALID_VALUE,
+                           name="CUDA_ERROR_INVALID_VALUE", index=index)
 
 
 class StandinEngine:
-    """The engine contract on host memory.
+    """The engine contract on host memory (see the module docstring).
 
     Parameters
     ----------
@@ -64,23 +164,32 @@ class StandinEngine:
         ``MEM_DECOMPRESS_ALGORITHM_MASK`` to report (DEFLATE=1, SNAPPY=2, LZ4=4).
     max_length : int
         ``MEM_DECOMPRESS_MAXIMUM_LENGTH`` to report and enforce.
+    fault, fault_on, fail_if, misbehave
+        See the module docstring.
     """
 
     params_dtype = PARAMS_DTYPE
     entry_point = "stand-in"
 
     def __init__(self, mask: int = 7, max_length: int = 4 << 20, fault: str | None = None,
-                 fault_on: str = "corrupt"):
+                 fault_on: str = "corrupt", fail_if=None, misbehave: str | None = None):
         if fault not in (None, "die", "hang", "illegal_address") or fault_on not in ("corrupt", "every call"):
             raise ValueError(f"unknown fault {fault!r} on {fault_on!r}")
+        if misbehave not in (None, "write_past", "no_slot", "claim_hint"):
+            raise ValueError(f"unknown misbehaviour {misbehave!r}")
         self.mask = mask
         self.max_length = max_length
         self.fault = fault
         self.fault_on = fault_on
+        self.fail_if = fail_if
+        self.misbehave = misbehave
         self.registered: dict[int, int] = {}
-        self._live: dict[int, np.ndarray] = {}
+        self._live: dict[int, tuple[np.ndarray, bool]] = {}
+        self._starts: list[int] = []
+        self._lock = threading.Lock()
         self.calls: list[np.ndarray] = []  # copies of every params array submitted
         self.device_allocations = 0
+        self.failed_operations = 0
 
     def describe(self) -> str:
         return "stand-in engine"
@@ -91,23 +200,71 @@ class StandinEngine:
     def new_stream(self):
         return _Stream()
 
-    def _alloc(self, nbytes: int, cls):
+    # -- memory ---------------------------------------------------------------
+
+    def _alloc(self, nbytes: int, cls, capable: bool):
         arr = np.zeros(nbytes, dtype=np.uint8)
         ptr = int(arr.ctypes.data)
-        self._live[ptr] = arr
-        return cls(ptr, nbytes, lambda p: self._live.pop(p))
+        with self._lock:
+            self._live[ptr] = (arr, capable)
+            bisect.insort(self._starts, ptr)
+
+        def free(p):
+            with self._lock:
+                self._live.pop(p)
+                self._starts.remove(p)
+
+        return cls(ptr, nbytes, free)
 
     def alloc_device(self, nbytes: int, stream) -> DeviceAllocation:
         self.device_allocations += 1
-        return self._alloc(nbytes, DeviceAllocation)
+        return self._alloc(nbytes, DeviceAllocation, capable=True)
 
     def alloc_host(self, nbytes: int) -> HostAllocation:
-        return self._alloc(nbytes, HostAllocation)
+        return self._alloc(nbytes, HostAllocation, capable=False)
 
     def register_host(self, ptr: int, nbytes: int) -> HostAllocation:
         """Record a registration (host memory is already "device" memory here)."""
         self.registered[ptr] = nbytes
         return HostAllocation(ptr, nbytes, lambda p: self.registered.pop(p))
+
+    def _capable_end(self, ptr: int) -> int | None:
+        """End of the HW-decompress-capable allocation holding ``ptr`` (None: not capable)."""
+        with self._lock:
+            i = bisect.bisect_right(self._starts, ptr) - 1
+            if i < 0:
+                return None
+            start = self._starts[i]
+            arr, capable = self._live[start]
+        end = start + len(arr)
+        return end if capable and ptr < end else None
+
+    # -- stream-ordered work -----------------------------------------------
+
+    def _device_range(self, ptr: int, nbytes: int) -> None:
+        """Raise unless [ptr, ptr + nbytes) lies in one allocation (never touch memory outside)."""
+        with self._lock:
+            i = bisect.bisect_right(self._starts, ptr) - 1
+            end = self._starts[i] + len(self._live[self._starts[i]][0]) if i >= 0 else 0
+        if ptr + nbytes > end:
+            raise CudaError(f"CUDA_ERROR_INVALID_VALUE: {nbytes} bytes at {ptr:#x} are outside device memory",
+                            code=CUDA_ERROR_INVALID_VALUE, name="CUDA_ERROR_INVALID_VALUE")
+
+    def htod(self, dst: int, src: int, nbytes: int, stream) -> None:
+        self._device_range(dst, nbytes)
+        stream.queue.append(lambda: ctypes.memmove(dst, src, nbytes))
+
+    def dtoh(self, dst: int, src: int, nbytes: int, stream) -> None:
+        self._device_range(src, nbytes)
+        stream.queue.append(lambda: ctypes.memmove(dst, src, nbytes))
+
+    def memset_d32(self, dst: int, value: int, count: int, stream) -> None:
+        self._device_range(dst, 4 * count)
+        words = np.full(count, value, dtype=np.uint32)  # held by the closure until it runs
+        stream.queue.append(lambda: ctypes.memmove(dst, words.ctypes.data, 4 * count))
+
+    def synchronize(self, stream) -> None:
+        stream.synchronize()
 
     def _undefined(self) -> None:
         if self.fault == "die":
@@ -118,42 +275,59 @@ class StandinEngine:
             raise CudaError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered "
                             "(while waiting for a stream)", code=700, name="CUDA_ERROR_ILLEGAL_ADDRESS")
 
-    def htod(self, dst: int, src: int, nbytes: int, stream) -> None:
-        ctypes.memmove(dst, src, nbytes)
-
-    def dtoh(self, dst: int, src: int, nbytes: int, stream) -> None:
-        ctypes.memmove(dst, src, nbytes)
-
-    def synchronize(self, stream) -> None:
-        pass
-
     def batch_decompress(self, params: np.ndarray, stream) -> None:
-        """The documented contract of one engine call (synchronous here).
+        """Check and queue one engine call (see the module docstring).
 
         Raises
         ------
-        CudaError
-            ``CUDA_ERROR_NOT_SUPPORTED`` (801): an algorithm outside the mask
-            or a size over the maximum length. Nothing is decompressed then.
+        EngineCallError
+            ``CUDA_ERROR_INVALID_VALUE`` with ``index``: an operation's
+            algorithm is outside the mask, a size over the maximum length,
+            or a pointer not HW-decompress capable. Nothing is queued then.
         """
         if params.dtype != PARAMS_DTYPE:
             raise TypeError(f"params dtype {params.dtype} is not CUmemDecompressParams")
-        self.calls.append(params.copy())
-        for rec in params:
+        ops = params.copy()  # read when the call is made [doc]
+        self.calls.append(ops)
+        for k, rec in enumerate(ops):
             algo = int(rec["algo"])
-            if algo not in _DECODERS or not algo & self.mask:
-                raise _not_supported(f"algorithm {algo} is not in the mask {self.mask}")
+            if algo not in _DECODERS or not algo & self.mask:  # INVALID_VALUE and errorIndex [doc]
+                raise _invalid(f"algorithm {algo} is not in the mask {self.mask}", k)
             if rec["src_num_bytes"] > self.max_length or rec["dst_num_bytes"] > self.max_length:
-                raise _not_supported(f"sizes {rec['src_num_bytes']}, {rec['dst_num_bytes']} exceed {self.max_length}")
+                raise _invalid(f"sizes {rec['src_num_bytes']}, {rec['dst_num_bytes']} exceed {self.max_length}", k)
+            src, slot = int(rec["src"]), int(rec["dst_act_bytes"])
+            src_end, slot_end = self._capable_end(src), self._capable_end(slot)
+            if src_end is None or src + int(rec["src_num_bytes"]) > src_end:  # HW-decompress capable [doc]
+                raise _invalid("src is not HW-decompress capable memory", k)
+            if self._capable_end(int(rec["dst"])) is None:
+                raise _invalid("dst is not HW-decompress capable memory", k)
+            if slot_end is None or slot + 4 > slot_end:
+                raise _invalid("dstActBytes is not HW-decompress capable memory", k)
+        stream.queue.append(lambda: self._run(ops))  # asynchronous, in stream order [doc]
+
+    def _run(self, ops: np.ndarray) -> None:
         if self.fault_on == "every call":
             self._undefined()
-        for rec in params:
+        for rec in ops[::-1]:  # independent operations: no order [doc]
             src = ctypes.string_at(int(rec["src"]), int(rec["src_num_bytes"]))
-            out = np.zeros(int(rec["dst_num_bytes"]), dtype=np.uint8)
+            scratch = np.zeros(self.max_length, dtype=np.uint8)  # dstNumBytes is only a hint [doc, nvcomp]
             try:
-                written = _DECODERS[int(rec["algo"])](src, out)
-            except Exception:  # corrupt input: undefined on the engine; report 0 bytes
+                if self.fail_if is not None and self.fail_if(rec):
+                    raise ValueError("fail_if")
+                written = _DECODERS[int(rec["algo"])](src, scratch)
+            except Exception:  # undefined on the engine; the slot is left alone [nvcomp, xgb zero it first]
+                self.failed_operations += 1
                 self._undefined()
-                written = 0
-            ctypes.memmove(int(rec["dst"]), out.ctypes.data, min(written, len(out)))
-            ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = written
+                if self.misbehave == "claim_hint":
+                    ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = int(rec["dst_num_bytes"])
+                continue
+            dst = int(rec["dst"])
+            extra = WRITE_PAST if self.misbehave == "write_past" else 0
+            if dst + written + extra > self._capable_end(dst):
+                raise CudaError("CUDA_ERROR_ILLEGAL_ADDRESS: the engine wrote past the end of dst's allocation "
+                                "(while waiting for a stream)", code=700, name="CUDA_ERROR_ILLEGAL_ADDRESS")
+            ctypes.memmove(dst, scratch.ctypes.data, written)
+            if extra:
+                ctypes.memset(dst + written, 0x5A, extra)
+            if self.misbehave != "no_slot":
+                ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = written

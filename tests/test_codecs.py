@@ -23,7 +23,7 @@ def _run(codec, body: bytes, expected: int) -> bytes:
     dst = np.zeros(expected, np.uint8)
     src = memoryview(body)
     for s in spans:
-        job = Job(s.algo, s.src_offset, s.src_size, s.dst_offset, s.dst_size, codec, WHERE, s.crc32)
+        job = Job(s.algo, s.src_offset, s.src_size, s.dst_offset, s.dst_size, codec, WHERE, s.crc32, s.preamble)
         decompress_one(job, src, memoryview(dst))
     return dst.tobytes(), spans
 

@@ -268,3 +268,23 @@ def test_sidecar_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
             run_batch(b, jobs, src, dst_len)
         assert err.value.code == 700
         assert b.stats()["restarts"] == 1 and b.pid != pid
+
+
+def test_sidecar_reports_pages_the_engine_redid_on_the_cpu():
+    # The child's hardware backend redoes a failed engine operation on the
+    # CPU; the count reaches this process and the read's report.
+    with _open("standin_fails_7777") as b:
+        jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000, 7777, 5000, 7777, 7777], seed=33)
+        with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
+            s.view[:] = src
+            assert b.decompress(jobs, s.view, d.view) == 3
+            assert_outputs(bytes(d.view), jobs, expected)
+        router = Router.__new__(Router)
+        router.options = OPTS
+        router._candidates = {a: [b] for a in ENGINE_ALGOS}
+        with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
+            s.view[:] = src
+            report = ReadReport()
+            router.run(jobs, s.view, d.view, report)
+            assert_outputs(bytes(d.view), jobs, expected)
+        assert report.redone == {"hardware": 3}

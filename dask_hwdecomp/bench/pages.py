@@ -17,7 +17,7 @@ from pathlib import Path
 import cramjam
 
 from ..errors import PageLocation
-from ..format.codecs import Algo
+from ..format.codecs import Algo, preamble_of
 from ..format.layout import Job
 from ..format.structs import Codec
 
@@ -110,7 +110,8 @@ def compress_pages(codec: str, pages: list[bytes], threads: int | None = None) -
         src_off += pad
         blobs[i] = b"\0" * pad + blob
         jobs.append(
-            Job(algo, src_off, len(blob), dst_off, len(page), int(parquet_codec), PageLocation(file="bench", page=i))
+            Job(algo, src_off, len(blob), dst_off, len(page), int(parquet_codec), PageLocation(file="bench", page=i),
+                preamble=preamble_of(algo, blob))
         )
         src_off += len(blob)
         dst_off += len(page)

@@ -6,11 +6,23 @@ many sizes up to near the engine's maximum length, then reads real Parquet
 files written by pyarrow in every codec, comparing each with the CPU path
 and pyarrow. It prints a pass/fail table and exits non-zero on any failure.
 Where the engine is absent (mask 0) it says so and what it checked instead.
+
+On the engine it also checks what the CPU comparison cannot see
+(``decompress/engine_check.py``, in a child process): canary bytes around
+every output (writes past a page's output) and size slots filled with the
+right sizes then zeroed before the call (a slot the engine does not write
+must not pass for a good page). For each GPU backend, a page that fails in a
+batch merged from two callers must be named to its caller while the other
+caller's outputs stay right.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -56,6 +68,7 @@ def _pages(algo, sizes, seed: int):
     import numpy as np
 
     from ..errors import PageLocation
+    from ..format.codecs import preamble_of
     from ..format.layout import Job
 
     rng = np.random.default_rng(seed)
@@ -66,7 +79,8 @@ def _pages(algo, sizes, seed: int):
         body = _compress(algo, data)
         src += bytes(int(rng.integers(1, 40)))
         dpos += int(rng.integers(1, 40))
-        jobs.append(Job(algo, len(src), len(body), dpos, size, 0, PageLocation("selfcheck", 0, algo.value, k)))
+        jobs.append(Job(algo, len(src), len(body), dpos, size, 0, PageLocation("selfcheck", 0, algo.value, k),
+                        preamble=preamble_of(algo, body)))
         expected.append(data)
         src += body
         dpos += size
@@ -100,6 +114,72 @@ def _check_pages(backend, algo, sizes, seed) -> tuple[bool, str]:
     if wrong:
         return False, f"{wrong} of {len(jobs)} pages differ from the CPU backend"
     return True, f"{len(jobs)} pages, {total / 1e6:.1f} MB, {total / elapsed / 1e9:.2f} GB/s"
+
+
+def _check_engine_contract() -> list[tuple[str, str, bool, str]]:
+    """The engine checks of ``engine_check`` in a child process (a fault costs only the child)."""
+    cmd = [sys.executable, "-m", "dask_hwdecomp.decompress.engine_check"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return [("engine contract", "hardware", False, "the check did not finish within 300 s")]
+    rows = []
+    for line in proc.stdout.splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        rows.append((r["label"], "hardware", bool(r["ok"]), r["detail"]))
+    if not rows:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        rows.append(("engine contract", "hardware", False, f"the check exited with status {proc.returncode}: {tail}"))
+    return rows
+
+
+def _check_merged_failure(backend) -> tuple[bool, str]:
+    """Two callers at once, one with a truncated page: it is named, the other's outputs are right."""
+    from ..errors import CorruptPageError
+    from ..format.codecs import Algo
+
+    algo = Algo.LZ4 if Algo.LZ4 in backend.algorithms else sorted(backend.algorithms, key=lambda a: a.value)[0]
+    sizes = [4096, 65_536, 30_000, 100_000, 7_000]
+    callers = [_pages(algo, sizes, seed=90), _pages(algo, sizes, seed=91)]
+    bad = callers[0][0][3]
+    bad.src_size //= 2
+    outcome: list = [None, None]
+    batches = [0]
+    start = threading.Barrier(2)
+
+    def work(i):
+        jobs, src, dst_len, expected = callers[i]
+        try:
+            with backend.host_buffer(len(src)) as s, backend.host_buffer(dst_len) as d:
+                s.view[:] = src
+                # A first call each: the batcher then waits for both callers.
+                backend.decompress(jobs[:1], s.view, d.view)
+                start.wait()
+                if i == 0:
+                    batches[0] = backend.stats()["batches"]
+                start.wait()
+                backend.decompress(jobs, s.view, d.view)
+                out = bytes(d.view)
+            outcome[i] = [k for k, (j, e) in enumerate(zip(jobs, expected))
+                          if out[j.dst_offset : j.dst_offset + j.dst_size] != e]
+        except Exception as exc:  # judged below
+            outcome[i] = exc
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    named = isinstance(outcome[0], CorruptPageError) and outcome[0].location == bad.location
+    shared = "in one batch" if backend.stats()["batches"] - batches[0] == 1 else "(the callers did not share a batch)"
+    if named and outcome[1] == []:
+        return True, (f"the truncated {algo.value} page is named; the other caller's {len(sizes)} pages are right, "
+                      + shared)
+    return False, (f"caller with the truncated page got {outcome[0]!r}; "
+                   f"the other caller got {outcome[1]!r} (wrong pages or error)")
 
 
 def _sizes(n: int, top: int, seed: int) -> list[int]:
@@ -159,12 +239,18 @@ def run(args) -> int:
         print("FAIL: no GPU backend can run here")
         return 2
     options = Options(streams=2)
+    # One stream and a long wait: the two callers share one batch.
+    merging = Options(streams=1, batch_latency_ms=500.0)
+    if hw_reason is None:
+        rows.extend(_check_engine_contract())
     for name in names:
         backend = registry.get_backend(name, options)
         top = backend.max_job_bytes or (16 << 20)
         for k, algo in enumerate(sorted(backend.algorithms, key=lambda a: a.value)):
             ok, note = _check_pages(backend, algo, _sizes(args.pages, top, k), seed=k)
             rows.append((f"pages {algo.value} (max {top})", name, ok, note))
+        ok, note = _check_merged_failure(registry.get_backend(name, merging))
+        rows.append(("failed page in a merged batch", name, ok, note))
         _check_files(name, args.rows, rows)
     width = max(len(r[0]) for r in rows)
     print()

@@ -7,7 +7,10 @@ object (memory operations; the real CUDA one, or the engine stand-in in CI).
 parts of at most ``batch_bytes`` of output, hands them to the process's
 batcher (which merges parts of concurrent callers into one call per stream),
 and turns per-page failures into :class:`~dask_hwdecomp.errors.CorruptPageError`
-naming the page.
+naming the page. A backend made with ``redo_on_cpu`` (the engine, whose
+operations have no status of their own) first redoes failed pages on the
+CPU; only a page the CPU rejects too is an error, and ``decompress``
+returns how many pages were redone (the read's report shows them).
 
 Gzip CRC-32: the CPU backend always checks it; a GPU backend checks it on the
 host only with ``verify_checksums=True`` (it costs a pass over the output).
@@ -26,6 +29,7 @@ from ..gpu.memory import PinnedPool
 from ..gpu.slot import Slot
 from ..gpu.staging import Part
 from ..options import Options
+from .cpu import decompress_one
 from .protocol import size_mismatch
 from .validate import check_job
 
@@ -57,6 +61,8 @@ class GpuBackend:
     options : Options
     owned : sequence
         Objects closed after everything else (device, library handles).
+    redo_on_cpu : bool
+        Redo pages that fail here on the CPU instead of raising at once.
 
     Raises
     ------
@@ -68,8 +74,10 @@ class GpuBackend:
     # headers the reader writes afterwards); the router passes ``protect``.
     overwrites_gaps = True
 
-    def __init__(self, name: str, ops, launcher, options: Options, owned: Sequence = ()):
+    def __init__(self, name: str, ops, launcher, options: Options, owned: Sequence = (),
+                 redo_on_cpu: bool = False):
         self.name = name
+        self.redo_on_cpu = redo_on_cpu
         self.algorithms = frozenset(launcher.algorithms)
         self.max_job_bytes = launcher.max_job_bytes
         self.options = options
@@ -94,7 +102,7 @@ class GpuBackend:
     # -- the protocol -------------------------------------------------------
 
     def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview,
-                   protect: Sequence[tuple[int, int]] = ()) -> None:
+                   protect: Sequence[tuple[int, int]] = ()) -> int:
         """Decompress ``jobs`` on the GPU; outputs are in ``dst`` on return.
 
         Parameters
@@ -106,17 +114,24 @@ class GpuBackend:
             Sorted ``dst`` ranges holding other backends' outputs: bytes
             between this backend's outputs are overwritten except there.
 
+        Returns
+        -------
+        int
+            Pages that failed on the GPU and were redone on the CPU
+            (``redo_on_cpu``; else 0).
+
         Raises
         ------
         CorruptPageError
             The first page (in ``jobs`` order) that failed host checks, did
             not decompress, decompressed to the wrong size or (with
-            ``verify_checksums``) the wrong gzip CRC-32.
+            ``verify_checksums``) the wrong gzip CRC-32 (with
+            ``redo_on_cpu``: and failed on the CPU too).
         CudaError, NvcompError
             The batch failed as a whole.
         """
         if not jobs:
-            return
+            return 0
         limit = self._launcher.max_input_bytes
         src_len, dst_len = len(src), len(dst)
         for job in jobs:
@@ -126,9 +141,12 @@ class GpuBackend:
         parts = [Part(chunk, src, dst, protect) for chunk in _split(jobs, self.options.batch_bytes)]
         results = self._batcher.run(parts)
         failed = [f for failures in results for f in failures]
-        if failed:
-            rank = {id(job): i for i, job in enumerate(jobs)}
-            first = min(failed, key=lambda f: rank[id(f.job)])
+        rank = {id(job): i for i, job in enumerate(jobs)}
+        failed.sort(key=lambda f: rank[id(f.job)])
+        if failed and self.redo_on_cpu:
+            self._redo_on_cpu(failed, src, dst)
+        elif failed:
+            first = failed[0]
             if first.status is not None:
                 raise CorruptPageError(
                     f"{first.job.algo.value} stream does not decompress on {self.name} "
@@ -146,6 +164,20 @@ class GpuBackend:
                             f"({actual:#010x}) on {self.name}",
                             job.location,
                         )
+        return len(failed) if self.redo_on_cpu else 0
+
+    def _redo_on_cpu(self, failed: Sequence, src: memoryview, dst: memoryview) -> None:
+        """Decode failed pages on this thread, in the caller's order; raise at the first the CPU rejects."""
+        for f in failed:
+            try:
+                decompress_one(f.job, src, dst)
+            except CorruptPageError as exc:
+                on_gpu = f.status or f"{f.actual} bytes where the page header declares {f.job.dst_size}"
+                raise CorruptPageError(
+                    f"{f.job.algo.value} stream fails on {self.name} ({on_gpu}) and on the CPU: {exc.reason} "
+                    f"({len(failed)} page(s) of this call redone on the CPU)",
+                    f.job.location,
+                ) from None
 
     def host_buffer(self, nbytes: int):
         """A pinned host buffer from the backend's capped pool (``close()`` returns it).

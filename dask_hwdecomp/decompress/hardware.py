@@ -3,11 +3,24 @@
 Per batch and stream: inputs go to the device (memory from the HW_DECOMPRESS
 pool), one host params array of 64-byte records is filled (one per page:
 sizes, pointers, the algorithm bit, and a device u32 for the actual size),
-**one** engine call is queued for the whole batch, then the actual sizes and
-the outputs come back and the stream is synchronised once. The engine has no
-per-page status: every ``dst_act_bytes`` is checked against the page header,
-and inputs are checked on the host first (corrupt input is undefined
-behaviour on the engine).
+the size slots are zeroed, **one** engine call is queued for the whole
+batch, then the actual sizes and the outputs come back and the stream is
+synchronised once. Each backend gets the bitstream it takes: a Snappy page
+goes to the engine without its length preamble (``src`` past it,
+``srcNumBytes`` less it), as NVIDIA's nvCOMP and XGBoost submit it.
+
+The engine has no per-page status: with the slots zeroed first, a slot that
+does not hold the page header's size marks a failed operation (a slot the
+engine left alone reads 0, never a size from an earlier batch), and inputs
+are checked on the host first (corrupt input is undefined behaviour on the
+engine). A call the driver rejects for one operation (the classic entry
+point's error index) is made again without it. Failed operations are redone
+on the CPU (``cpu.decompress_one``), the rest of the batch stands; a page the
+CPU rejects too is a ``CorruptPageError``. ``dstNumBytes`` is only a hint to
+the engine, so a failed operation may have written past its output: the
+slot (``gpu/slot.py``) keeps the result slots before the data and guard
+space of the maximum length after it, and runs a batch with a failure again
+without the failed pages before any caller's output is trusted.
 
 Routing (see :mod:`dask_hwdecomp.decompress.routing`): the algorithms come
 from the device's mask (SNAPPY, DEFLATE, LZ4), ``max_job_bytes`` from its
@@ -29,11 +42,13 @@ from typing import Sequence
 import numpy as np
 
 from ..format.codecs import Algo
+from ..gpu.engine import EngineCallError
 from ..options import Options
 
 __all__ = ["probe", "create", "create_with", "HardwareLauncher", "ALGO_BIT", "usable_length"]
 
 ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
+_MAX_REJECTED = 8  # operations one launch leaves out before the call's error counts as general
 
 
 def usable_length(max_length: int) -> int:
@@ -78,14 +93,19 @@ class HardwareLauncher:
     ----------
     driver : EngineDriver or stand-in
         Provides ``mask``, ``max_length``, ``params_dtype``, ``htod``,
-        ``dtoh`` and ``batch_decompress(params, stream)``.
+        ``dtoh``, ``memset_d32`` and ``batch_decompress(params, stream)``.
     """
+
+    # dstNumBytes is a hint, not a bound: a failed operation may write past
+    # its output. Guard: the engine's maximum length per operation.
+    contains_failures = False
 
     def __init__(self, driver):
         self.driver = driver
         self.algorithms = frozenset(a for a, bit in ALGO_BIT.items() if driver.mask & bit)
         self.max_input_bytes = driver.max_length
         self.max_job_bytes = usable_length(driver.max_length)
+        self.guard_bytes = driver.max_length
 
     def input_align(self, algo) -> int:
         return 1
@@ -95,7 +115,7 @@ class HardwareLauncher:
 
     @staticmethod
     def status_text(status: int) -> str:
-        return f"engine status {status}"
+        return f"the engine call failed with CUresult {status} for this operation"
 
     def prepare(self, jobs: Sequence, stream):
         n = len(jobs)
@@ -103,24 +123,58 @@ class HardwareLauncher:
 
     def launch(self, jobs, stream, src_ptrs, dst_ptrs, scratch: int, host):
         n = len(jobs)
+        skip = np.fromiter((j.preamble for j in jobs), dtype=np.uint64, count=n)
         params = np.zeros(n, dtype=self.driver.params_dtype)
-        params["src_num_bytes"] = np.fromiter((j.src_size for j in jobs), dtype=np.uint64, count=n)
+        params["src_num_bytes"] = np.fromiter((j.src_size for j in jobs), dtype=np.uint64, count=n) - skip
         params["dst_num_bytes"] = np.fromiter((j.dst_size for j in jobs), dtype=np.uint64, count=n)
         params["dst_act_bytes"] = scratch + 4 * np.arange(n, dtype=np.int64)
-        params["src"] = src_ptrs.astype(np.int64)
+        params["src"] = (src_ptrs + skip).astype(np.int64)
         params["dst"] = dst_ptrs.astype(np.int64)
         params["algo"] = np.fromiter((ALGO_BIT[j.algo] for j in jobs), dtype=np.int32, count=n)
-        self.driver.batch_decompress(params, stream)
+        # A slot the engine does not write (a failed operation) must not
+        # keep a size from an earlier batch.
+        self.driver.memset_d32(scratch, 0, n, stream)
+        submitted: list[np.ndarray] = []
+        rejected = self._submit(params, stream, submitted)
         host_ptr, host_view = host
         self.driver.dtoh(host_ptr, scratch, 4 * n, stream)
 
         def collect():
-            # ``params`` is referenced here so it lives until after the sync.
-            assert len(params) == n
+            # The params arrays are referenced here so they live until after the sync.
+            assert len(params) == n and submitted
             actual = np.frombuffer(host_view, dtype=np.uint32, count=n).astype(np.uint64)
-            return actual, np.zeros(n, dtype=np.int32)
+            status = np.zeros(n, dtype=np.int32)
+            for k, code in rejected.items():
+                status[k] = code or -1
+            return actual, status
 
         return collect
+
+    def _submit(self, params: np.ndarray, stream, submitted: list) -> dict[int, int]:
+        """Call the engine; an operation the driver names is left out and the rest resubmitted.
+
+        Returns ``{operation: CUresult}`` of the operations left out.
+
+        Raises
+        ------
+        EngineCallError
+            A general error, or one the entry point does not tie to an operation.
+        """
+        live = np.arange(len(params))
+        rejected: dict[int, int] = {}
+        while len(live):
+            submitted.append(params if len(live) == len(params) else params[live])
+            try:
+                self.driver.batch_decompress(submitted[-1], stream)
+                return rejected
+            except EngineCallError as exc:
+                # Past a few operations the error is not about one of them.
+                if exc.index is None or not 0 <= exc.index < len(live) or len(rejected) >= _MAX_REJECTED:
+                    raise
+                rejected[int(live[exc.index])] = exc.code
+                live = np.delete(live, exc.index)
+        submitted.append(params)  # nothing left to submit
+        return rejected
 
 
 def create_with(driver, options: Options, owned: Sequence = ()):
@@ -132,7 +186,7 @@ def create_with(driver, options: Options, owned: Sequence = ()):
     """
     from .gpubase import GpuBackend
 
-    return GpuBackend("hardware", driver, HardwareLauncher(driver), options, owned=owned)
+    return GpuBackend("hardware", driver, HardwareLauncher(driver), options, owned=owned, redo_on_cpu=True)
 
 
 def create(options: Options):

@@ -298,11 +298,13 @@ class IsolatedBackend:
         return self._pool.get(nbytes)
 
     def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview,
-                   protect: Sequence[tuple[int, int]] = ()) -> None:
+                   protect: Sequence[tuple[int, int]] = ()) -> int:
         """Decompress ``jobs`` in the child; outputs are in ``dst`` on return.
 
         ``src`` and ``dst`` not from :meth:`host_buffer` are copied through
         shared buffers (slower; counted in ``stats()["foreign_copies"]``).
+        Returns the pages the child's backend redid on the CPU (see
+        :meth:`GpuBackend.decompress <dask_hwdecomp.decompress.gpubase.GpuBackend.decompress>`).
 
         Raises
         ------
@@ -313,7 +315,7 @@ class IsolatedBackend:
             The batch failed as a whole, and the CPU decodes every page.
         """
         if not jobs:
-            return
+            return 0
         for job in jobs:
             if job.algo not in self.algorithms:
                 raise CorruptPageError(f"{job.algo.value} is not decoded by {self.name}", job.location)
@@ -327,11 +329,12 @@ class IsolatedBackend:
                        np.asarray(protect, dtype=np.int64).reshape(-1, 2).tobytes(), pack_jobs(jobs))
             nbytes = sum(j.src_size + j.dst_size for j in jobs)
             deadline = self.options.gpu_timeout_s + nbytes / _DEADLINE_BYTES_PER_S
-            failure = self._attempt(jobs, request, deadline)
-            if failure is not None:
-                self._recover(jobs, src, dst, request, deadline, failure)  # raises unless a retry succeeds
+            outcome = self._attempt(jobs, request, deadline)
+            if isinstance(outcome, tuple):  # raises unless a retry succeeds
+                outcome = self._recover(jobs, src, dst, request, deadline, outcome)
             if dst_ref[4] is not None:
                 memoryview(dst).cast("B")[:] = dst_ref[4].view[: dst_ref[2]]
+            return outcome
         finally:
             for buf in staged:
                 buf.close()
@@ -354,7 +357,7 @@ class IsolatedBackend:
         return buf.segment.id, 0, n, buf.segment, buf
 
     def _attempt(self, jobs: Sequence[Job], request: tuple, deadline: float):
-        """Run once in a child: None on success, else why the GPU process failed.
+        """Run once in a child: on success the pages it redid on the CPU (int), else (why, error).
 
         Raises
         ------
@@ -373,7 +376,7 @@ class IsolatedBackend:
             return f"died ({gone.reason})", None
         kind = reply[0]
         if kind == "ok":
-            return None
+            return reply[2]
         if kind == "corrupt":
             _, _, index, cls, message = reply
             raise _ERRORS.get(cls, CorruptPageError)(message, jobs[index].location)
@@ -388,8 +391,8 @@ class IsolatedBackend:
             exc = HwdecompError(f"{cls}: {message}")
         return f"failed the batch as a whole ({message})", exc
 
-    def _recover(self, jobs, src, dst, request, deadline, failure) -> None:
-        """Find the bad page on the CPU; retry a death or hang once; else raise."""
+    def _recover(self, jobs, src, dst, request, deadline, failure) -> int:
+        """Find the bad page on the CPU; retry a death or hang once (its redone pages); else raise."""
         reason, exc = failure
         self.recoveries += 1
         what = f"the {self.label} GPU process {reason} on this batch of {len(jobs)} pages; it was restarted"
@@ -405,8 +408,8 @@ class IsolatedBackend:
                 raise CudaError(message, code=exc.code, name=exc.name) from None
             raise type(exc)(message) from None
         failure = self._attempt(jobs, request, deadline)
-        if failure is None:
-            return
+        if not isinstance(failure, tuple):
+            return failure
         files = {j.location.file for j in jobs if j.location is not None}
         raise CorruptPageError(
             f"the {self.label} GPU process failed twice on this batch of {len(jobs)} pages ({reason}; "

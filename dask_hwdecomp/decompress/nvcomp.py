@@ -65,6 +65,9 @@ class NvcompLauncher:
     algorithms = frozenset(_FMT)
     max_job_bytes = None
     max_input_bytes = _MAX_CHUNK
+    # nvCOMP is given each output's capacity and reports a per-page status.
+    contains_failures = True
+    guard_bytes = 0
 
     def __init__(self, lib, ops):
         self.lib = lib

@@ -121,9 +121,11 @@ class Router:
                         (j.dst_offset, j.dst_offset + j.dst_size)
                         for b, g in groups.values() if b is not backend for j in g
                     )
-                    backend.decompress(group, src, dst, protect=others)
+                    redone = backend.decompress(group, src, dst, protect=others)
                 else:
-                    backend.decompress(group, src, dst)
+                    redone = backend.decompress(group, src, dst)
+                if redone:
+                    report.redone[backend.name] += redone
             except CorruptPageError as exc:
                 if backend.name == "cpu" or not self.options.cpu_retry:
                     raise

@@ -13,7 +13,7 @@ decoder's to reject, per page, with a status.
 from __future__ import annotations
 
 from ..errors import CorruptPageError
-from ..format.codecs import Algo, snappy_length
+from ..format.codecs import Algo, snappy_preamble
 from ..format.layout import Job
 
 __all__ = ["check_job", "zstd_frames"]
@@ -150,8 +150,16 @@ def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None
         raise _corrupt(job, f"sizes {job.src_size} -> {job.dst_size} exceed the decoder's {max_bytes}")
     data = src[job.src_offset : job.src_offset + job.src_size]
     if job.algo is Algo.SNAPPY:
-        declared = snappy_length(data, job.location)
+        declared, preamble = snappy_preamble(data, job.location)
         if declared != job.dst_size:
             raise _corrupt(job, f"snappy block declares {declared} bytes, the page {job.dst_size}")
-    elif job.algo is Algo.ZSTD:
+        # The engine is given the block after its preamble: a wrong count
+        # would hand it a shifted or empty stream.
+        if job.preamble != preamble:
+            raise _corrupt(job, f"snappy preamble is {preamble} bytes, the job says {job.preamble}")
+        if preamble >= job.src_size:
+            raise _corrupt(job, "snappy block holds only its length preamble")
+    elif job.preamble:
+        raise _corrupt(job, f"a {job.algo.value} stream has no preamble, the job says {job.preamble}")
+    if job.algo is Algo.ZSTD:
         zstd_frames(data, job)

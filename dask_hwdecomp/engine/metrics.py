@@ -35,6 +35,8 @@ def digest(report: ReadReport) -> None:
         context_meter.digest_metric(f"{PREFIX}-fallback", len(report.fallbacks), "files")
     if report.retries:
         context_meter.digest_metric(f"{PREFIX}-cpu-retry", len(report.retries), "pages")
+    for backend, pages in report.redone.items():
+        context_meter.digest_metric(f"{PREFIX}-{backend}-redone-on-cpu", pages, "pages")
 
 
 def cluster_metrics(client) -> dict:

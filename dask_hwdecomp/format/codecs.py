@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..errors import CorruptPageError, PageLocation, UnsupportedFeatureError
 from .structs import Codec
 
-__all__ = ["Algo", "Span", "plan_body", "snappy_length", "CODEC_NAMES"]
+__all__ = ["Algo", "Span", "plan_body", "snappy_length", "snappy_preamble", "preamble_of", "CODEC_NAMES"]
 
 CODEC_NAMES = {c.value: c.name for c in Codec}
 
@@ -25,7 +25,7 @@ CODEC_NAMES = {c.value: c.name for c in Codec}
 class Algo(enum.Enum):
     """A plain bitstream a backend decompresses."""
 
-    SNAPPY = "snappy"  # raw Snappy block
+    SNAPPY = "snappy"  # raw Snappy block: length varint, then the elements
     DEFLATE = "deflate"  # raw RFC 1951 stream (one gzip member's body)
     GZIP = "gzip"  # one or more whole RFC 1952 members (CPU only)
     LZ4 = "lz4"  # LZ4 block
@@ -38,6 +38,10 @@ class Span:
     """One job, relative to the page body and to the page's output.
 
     ``crc32``, when set, is the CRC-32 the output must have (gzip trailer).
+    ``preamble`` is how many leading input bytes frame the bitstream rather
+    than belong to it: a Snappy block's length varint. The CPU decoders and
+    nvCOMP take the block with it; the decompression engine takes only the
+    elements after it.
     """
 
     algo: Algo
@@ -46,18 +50,35 @@ class Span:
     dst_offset: int
     dst_size: int
     crc32: int | None = None
+    preamble: int = 0
 
 
-def snappy_length(body, where: PageLocation) -> int:
-    """The uncompressed length a raw Snappy block declares in its preamble."""
+def snappy_preamble(body, where: PageLocation) -> tuple[int, int]:
+    """(declared uncompressed length, bytes of the varint) of a raw Snappy block."""
     n = shift = 0
     for i in range(min(5, len(body))):
         b = body[i]
         n |= (b & 0x7F) << shift
         if not b & 0x80:
-            return n
+            return n, i + 1
         shift += 7
     raise CorruptPageError("snappy preamble is not a valid varint", where)
+
+
+def snappy_length(body, where: PageLocation) -> int:
+    """The uncompressed length a raw Snappy block declares in its preamble."""
+    return snappy_preamble(body, where)[0]
+
+
+def preamble_of(algo: Algo, body) -> int:
+    """The ``preamble`` of a job of ``algo`` over ``body`` (0 but for Snappy).
+
+    Raises
+    ------
+    CorruptPageError
+        A Snappy block without a valid length varint.
+    """
+    return snappy_preamble(body, None)[1] if algo is Algo.SNAPPY else 0
 
 
 def _gzip_header_len(body, where: PageLocation) -> int:
@@ -188,12 +209,14 @@ def plan_body(codec: int, body, expected: int, where: PageLocation) -> list[Span
             f"compressed body is empty but the header declares {expected} bytes", where
         )
     if codec == Codec.SNAPPY:
-        declared = snappy_length(body, where)
+        declared, preamble = snappy_preamble(body, where)
         if declared != expected:
             raise CorruptPageError(
                 f"snappy block declares {declared} bytes, the page header {expected}", where
             )
-        return [Span(Algo.SNAPPY, 0, len(body), 0, expected)]
+        if preamble >= len(body):
+            raise CorruptPageError("snappy block holds only its length preamble", where)
+        return [Span(Algo.SNAPPY, 0, len(body), 0, expected, preamble=preamble)]
     if codec == Codec.GZIP:
         return _plan_gzip(body, expected, where)
     if codec == Codec.LZ4:

@@ -34,7 +34,9 @@ class Job:
 
     Offsets are into the batch's source and destination buffers.
     ``codec`` is the Parquet codec it came from (for reports); ``crc32`` the
-    CRC the output must have, where the stream carries one (gzip).
+    CRC the output must have, where the stream carries one (gzip);
+    ``preamble`` the leading input bytes that frame the bitstream (a Snappy
+    block's length varint, see :class:`~dask_hwdecomp.format.codecs.Span`).
     """
 
     algo: Algo
@@ -45,6 +47,7 @@ class Job:
     codec: int
     location: PageLocation
     crc32: int | None = None
+    preamble: int = 0
 
 
 @dataclass
@@ -223,6 +226,7 @@ def build_layout(
                                 codec,
                                 where,
                                 span.crc32,
+                                span.preamble,
                             )
                         )
                 pos += page.uncompressed_size

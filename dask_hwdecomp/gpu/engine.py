@@ -5,12 +5,18 @@ Everything about ``cuMemBatchDecompressAsync`` lives here (gpu-facts.md §1):
 * the call: ``cuda.bindings._v2.driver.mem_batch_decompress_async(params,
   count, flags, stream)`` where ``_v2`` exists (cuda-bindings >= 13.5; plain
   ints, failures raise ``DriverError`` subclasses; the returned error index
-  is not used), else the classic ``cuda.bindings.driver.
-  cuMemBatchDecompressAsync`` over a ``CUmemDecompressParams`` view of the
-  same array (returns ``(CUresult, errorIndex)``);
+  is not used, and a failure carries none, so a failed call is made again
+  through the classic entry point to learn it), else the classic
+  ``cuda.bindings.driver.cuMemBatchDecompressAsync`` over a
+  ``CUmemDecompressParams`` view of the same array (returns ``(CUresult,
+  errorIndex)``; the index, unless ``SIZE_MAX``, names the operation the
+  error pertains to and is raised as :attr:`EngineCallError.index`);
 * the params: a host numpy array of :data:`PARAMS_DTYPE` (64 bytes each:
   ``src_num_bytes`` u8, ``dst_num_bytes`` u8, ``dst_act_bytes`` (device
-  pointer to a u32), ``src``, ``dst``, ``algo`` i4, 20 bytes padding);
+  pointer to a u32), ``src``, ``dst``, ``algo`` i4, 20 bytes padding),
+  checked field by field against the module's ``mem_decompress_params_dtype``
+  when the driver is created (:func:`check_params_dtype`); the ``_v2`` module
+  is private, so the gpu extra pins cuda-bindings to the tested 13.5 series;
 * the capability: ``MEM_DECOMPRESS_ALGORITHM_MASK`` (DEFLATE=1, SNAPPY=2,
   LZ4=4) and ``MEM_DECOMPRESS_MAXIMUM_LENGTH`` per device; the mask, not the
   pointer attribute, says whether the engine exists (the H200 reads 0);
@@ -24,11 +30,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import BackendUnavailableError
 from .check import CudaError, check
 from .device import Device
 from .ops import CudaOps, DeviceAllocation
 
-__all__ = ["EngineDriver", "PARAMS_DTYPE", "ALGO_BITS", "engine_capabilities"]
+__all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BITS", "engine_capabilities",
+           "check_params_dtype", "TESTED_BINDINGS"]
+
+# The cuda-bindings series whose private ``_v2`` module this was written
+# against (its signature changed before 13.5); pyproject's gpu extra pins it.
+TESTED_BINDINGS = "13.5"
+_SIZE_MAX = (1 << 64) - 1
 
 ALGO_BITS = {"deflate": 1, "snappy": 2, "lz4": 4}
 
@@ -46,6 +59,62 @@ PARAMS_DTYPE = np.dtype(
     ]
 )
 assert PARAMS_DTYPE.itemsize == 64
+
+
+class EngineCallError(CudaError):
+    """The engine call itself failed (nothing of the batch was queued).
+
+    Attributes
+    ----------
+    index : int or None
+        The operation the error pertains to, where the driver says (the
+        classic entry point's ``errorIndex``); None for a general error or
+        where the entry point does not report it (``_v2``).
+    """
+
+    def __init__(self, message: str, *, code: int = -1, name: str = "", index: int | None = None):
+        super().__init__(message, code=code, name=name)
+        self.index = index
+
+
+def _layout(dtype: np.dtype) -> tuple:
+    fields = dtype.fields
+    return tuple((name, fields[name][1], fields[name][0].itemsize) for name in dtype.names), dtype.itemsize
+
+
+def check_params_dtype(dtype, version: str) -> None:
+    """Raise unless ``dtype`` has :data:`PARAMS_DTYPE`'s names, offsets, sizes and itemsize.
+
+    The trailing ``padding`` field may be absent (the same C layout).
+
+    Parameters
+    ----------
+    dtype : numpy.dtype
+        ``cuda.bindings._v2.driver.mem_decompress_params_dtype``.
+    version : str
+        The installed cuda-bindings version, named in the error.
+
+    Raises
+    ------
+    BackendUnavailableError
+    """
+    got, want = _layout(np.dtype(dtype)), _layout(PARAMS_DTYPE)
+    # The same C layout, whether or not the bindings name the trailing padding.
+    unnamed = (want[0][:-1], want[1])
+    if got not in (want, unnamed):
+        raise BackendUnavailableError(
+            f"cuda-bindings {version}: mem_decompress_params_dtype is {got}, this package writes {want} "
+            f"(tested with cuda-bindings {TESTED_BINDINGS}.x; install dask-hwdecomp[gpu] to get it)"
+        )
+
+
+def _bindings_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("cuda-bindings")
+    except Exception:  # only named in a message
+        return "(unknown version)"
 
 
 def _v2_driver():
@@ -98,7 +167,7 @@ class EngineDriver(CudaOps):
         self.mask, self.max_length = engine_capabilities(device)
         self._v2 = _v2_driver()
         if self._v2 is not None:
-            assert np.dtype(self._v2.mem_decompress_params_dtype).itemsize == PARAMS_DTYPE.itemsize
+            check_params_dtype(self._v2.mem_decompress_params_dtype, _bindings_version())
         self.entry_point = "cuda.bindings._v2.driver.mem_batch_decompress_async" if self._v2 else (
             "cuda.bindings.driver.cuMemBatchDecompressAsync"
         )
@@ -140,23 +209,29 @@ class EngineDriver(CudaOps):
 
         Raises
         ------
-        CudaError
-            E.g. ``CUDA_ERROR_NOT_SUPPORTED`` (801) where the engine is absent.
+        EngineCallError
+            Nothing was queued; ``index`` names the operation at fault
+            where the driver says which.
         """
         count = len(params)
         addr = int(params.ctypes.data)
+        what = f"while submitting {count} engine decompressions"
         if self._v2 is not None:
             try:
                 self._v2.mem_batch_decompress_async(addr, count, 0, stream.handle)
-            except self._v2.DriverError as exc:
-                code = int(getattr(exc, "status", -1) if not callable(getattr(exc, "status", None)) else -1)
-                raise CudaError(f"{type(exc).__name__}: {exc} (while submitting {count} engine "
-                                "decompressions)", code=code, name=type(exc).__name__) from None
-            return
+                return
+            except self._v2.DriverError:
+                # _v2 drops the error index: the classic entry point, given
+                # the same call, either queues it or says which operation failed.
+                pass
         from cuda.bindings import driver
 
         ret = driver.cuMemBatchDecompressAsync(driver.CUmemDecompressParams(_ptr=addr), count, 0, stream.native)
-        check(ret[0], f"submitting {count} engine decompressions")  # ret[1], the error index, is unused
+        try:
+            check(ret[0], what.removeprefix("while "))
+        except CudaError as exc:
+            index = int(ret[1]) if len(ret) > 1 and int(ret[1]) != _SIZE_MAX else None
+            raise EngineCallError(exc.reason, code=exc.code, name=exc.name, index=index) from None
 
     def close(self) -> None:
         """Destroy the pool (idempotent; allocations must be freed first)."""

@@ -7,7 +7,8 @@ stand-in that keeps "device" memory on the host (``tests/standin_engine.py``).
 
 ``activate()``, ``new_stream()``, ``alloc_device(nbytes, stream)``,
 ``alloc_host(nbytes)`` (pinned), ``htod(dst, src, n, stream)``,
-``dtoh(dst, src, n, stream)``, ``synchronize(stream)``, ``describe()``, and
+``dtoh(dst, src, n, stream)``, ``memset_d32(dst, value, count, stream)``,
+``synchronize(stream)``, ``describe()``, and
 optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere).
 Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 """
@@ -140,6 +141,12 @@ class CudaOps:
         from cuda.bindings import driver
 
         check(driver.cuMemcpyDtoHAsync(dst, src, nbytes, stream.native), "copying from the device")
+
+    def memset_d32(self, dst: int, value: int, count: int, stream: Stream) -> None:
+        """Set ``count`` 32-bit words at device address ``dst`` to ``value``, in stream order."""
+        from cuda.bindings import driver
+
+        check(driver.cuMemsetD32Async(dst, value, count, stream.native), "setting device memory")
 
     def synchronize(self, stream: Stream) -> None:
         stream.synchronize()

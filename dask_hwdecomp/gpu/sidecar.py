@@ -66,9 +66,9 @@ class _Server:
             jobs = unpack_jobs(jobs_bytes)
             if getattr(self.backend, "overwrites_gaps", False):
                 ranges = [tuple(r) for r in np.frombuffer(protect, dtype=np.int64).reshape(-1, 2).tolist()]
-                self.backend.decompress(jobs, src, dst, protect=ranges)
+                redone = self.backend.decompress(jobs, src, dst, protect=ranges)
             else:
-                self.backend.decompress(jobs, src, dst)
+                redone = self.backend.decompress(jobs, src, dst)
         except CorruptPageError as exc:
             index = exc.location.page if exc.location is not None else None
             if index is None:  # not tied to a job: the batch as a whole
@@ -80,7 +80,7 @@ class _Server:
                        int(getattr(exc, "code", -1)), str(getattr(exc, "name", ""))))
             os._exit(3)  # nothing on this context can be trusted any more
         else:
-            self.send(("ok", rid))
+            self.send(("ok", rid, int(redone or 0)))
         finally:
             with self._lock:
                 self._threads.discard(threading.current_thread())

@@ -18,7 +18,7 @@ Sidecar to parent::
 
     ("hello", name, algorithms, max_job_bytes, overwrites_gaps)
     ("unavailable", error_type, message)    the backend cannot be created
-    ("ok", rid)
+    ("ok", rid, redone)                    pages the backend redid on the CPU
     ("corrupt", rid, index, error_type, message)  job ``index`` of the request
     ("error", rid, error_type, message, code, name)  the batch failed as a whole
     ("stats", rid, {name: int})
@@ -38,15 +38,15 @@ __all__ = ["pack_jobs", "unpack_jobs", "ALGOS", "FIELDS"]
 
 ALGOS = list(Algo)
 _CODE = {a: i for i, a in enumerate(ALGOS)}
-FIELDS = ("algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32")
+FIELDS = ("algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble")
 
 
 def pack_jobs(jobs: Sequence[Job]) -> bytes:
-    """Jobs as an (n, 6) int64 array: :data:`FIELDS`, ``crc32`` -1 when absent."""
+    """Jobs as an (n, 7) int64 array: :data:`FIELDS`, ``crc32`` -1 when absent."""
     arr = np.empty((len(jobs), len(FIELDS)), dtype=np.int64)
     for i, j in enumerate(jobs):
         arr[i] = (_CODE[j.algo], j.src_offset, j.src_size, j.dst_offset, j.dst_size,
-                  -1 if j.crc32 is None else j.crc32)
+                  -1 if j.crc32 is None else j.crc32, j.preamble)
     return arr.tobytes()
 
 
@@ -58,6 +58,6 @@ def unpack_jobs(data: bytes) -> list[Job]:
     """
     arr = np.frombuffer(data, dtype=np.int64).reshape(-1, len(FIELDS))
     return [
-        Job(ALGOS[a], so, ss, do, ds, 0, PageLocation(page=i), None if crc < 0 else crc)
-        for i, (a, so, ss, do, ds, crc) in enumerate(arr.tolist())
+        Job(ALGOS[a], so, ss, do, ds, 0, PageLocation(page=i), None if crc < 0 else crc, pre)
+        for i, (a, so, ss, do, ds, crc, pre) in enumerate(arr.tolist())
     ]

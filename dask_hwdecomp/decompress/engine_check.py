@@ -1,0 +1,202 @@
+"""Checks of the decompression engine's contract that only a run on it can make.
+
+``hwdecomp selfcheck`` runs :func:`main` in a child process where the engine
+exists (a fault there costs only the child) and reads its JSON lines; CI runs
+:func:`check_engine` against the engine stand-in, including stand-ins that
+break the contract on purpose, to show each check catches what it is for:
+
+* **canaries**: every output sits between :data:`GAP` bytes of a canary
+  pattern; after the call each output must equal the CPU's and every canary
+  byte must be intact (an operation that writes past its output, or a slot
+  that lands in one, shows here);
+* **size slots**: the slots are first filled with the right sizes, then
+  zeroed as the hardware backend does before each call; every successful
+  operation must then record its size, and an operation given a truncated
+  input (the last one of the batch) must not read as its full size.
+
+The truncated operation's own output and what it writes after it are not
+judged (``dstNumBytes`` is only a hint); how far it wrote is reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..format.codecs import Algo, preamble_of
+
+__all__ = ["CheckResult", "check_engine", "main", "GAP"]
+
+GAP = 256
+_CANARY = 0xA5A5A5A5
+_ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One row of the selfcheck table."""
+
+    label: str
+    ok: bool
+    detail: str
+
+
+def _pages(algos, sizes, seed: int):
+    import cramjam
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for k, size in enumerate(sizes):
+        algo = algos[k % len(algos)]
+        vals = rng.integers(0, 40, size=(size + 3) // 4, dtype=np.int32)
+        vals[::7] = 0
+        data = vals.tobytes()[:size]
+        body = bytes({
+            Algo.SNAPPY: cramjam.snappy.compress_raw,
+            Algo.DEFLATE: cramjam.deflate.compress,
+            Algo.LZ4: lambda d: cramjam.lz4.compress_block(d, store_size=False),
+        }[algo](data))
+        out.append((algo, body, data))
+    return out
+
+
+def _up(n: int, a: int = 256) -> int:
+    return (n + a - 1) // a * a
+
+
+def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -> list[CheckResult]:
+    """Run one engine call laid out for the checks; their results.
+
+    Parameters
+    ----------
+    driver : EngineDriver or stand-in
+        ``mask``, ``max_length``, ``params_dtype``, ``new_stream``,
+        ``alloc_device``, ``htod``, ``dtoh``, ``memset_d32``,
+        ``batch_decompress``, ``synchronize``.
+    """
+    algos = [a for a, bit in _ALGO_BIT.items() if driver.mask & bit]
+    if not algos:
+        return [CheckResult("engine contract", False, f"algorithm mask {driver.mask} decodes nothing")]
+    top = max(1, (driver.max_length - 32) * 6 // 7)
+    pages = _pages(algos, [min(s, top) for s in sizes] * len(algos), seed)
+    n = len(pages)
+    # The last page is the failing one: its input loses its second half.
+    t_algo, t_body, t_data = pages[-1]
+    pages[-1] = (t_algo, t_body[: max(preamble_of(t_algo, t_body) + 1, len(t_body) // 2)], t_data)
+    src_off, pos = [], 0
+    for _, body, _ in pages:
+        src_off.append(pos)
+        pos = _up(pos + len(body))
+    dst_off, dpos = [], pos + GAP
+    for _, _, data in pages:
+        dst_off.append(dpos)
+        dpos = _up(dpos + len(data)) + GAP
+    out_start, out_end = pos, dpos + driver.max_length  # room for the truncated page's stray writes
+    slots = _up(out_end)
+    total = slots + 4 * n
+    stream = driver.new_stream()
+    mem = driver.alloc_device(total, stream)
+    try:
+        base = mem.ptr
+        staging = np.zeros(total, dtype=np.uint8)
+        for (_, body, _), off in zip(pages, src_off):
+            staging[off : off + len(body)] = np.frombuffer(body, dtype=np.uint8)
+        expected = np.array([len(d) for _, _, d in pages], dtype=np.uint32)
+        staging[slots:] = expected.view(np.uint8)  # the right sizes, as an earlier batch would leave them
+        driver.htod(base, staging.ctypes.data, total, stream)
+        driver.memset_d32(base + out_start, _CANARY, (out_end - out_start) // 4, stream)
+        driver.memset_d32(base + slots, 0, n, stream)  # as the hardware backend does before each call
+        params = np.zeros(n, dtype=driver.params_dtype)
+        for k, (algo, body, data) in enumerate(pages):
+            skip = preamble_of(algo, body)
+            params[k]["src"] = base + src_off[k] + skip
+            params[k]["src_num_bytes"] = len(body) - skip
+            params[k]["dst"] = base + dst_off[k]
+            params[k]["dst_num_bytes"] = len(data)
+            params[k]["dst_act_bytes"] = base + slots + 4 * k
+            params[k]["algo"] = _ALGO_BIT[algo]
+        driver.batch_decompress(params, stream)
+        back = np.zeros(total, dtype=np.uint8)
+        driver.dtoh(back.ctypes.data, base, total, stream)
+        driver.synchronize(stream)
+    finally:
+        mem.close()
+        stream.close()
+    return _judge(pages, dst_off, out_start, out_end, back, slots, expected)
+
+
+def _judge(pages, dst_off, out_start, out_end, back, slots, expected) -> list[CheckResult]:
+    n = len(pages)
+    actual = back[slots : slots + 4 * n].view(np.uint32)
+    canary = np.frombuffer(np.uint32(_CANARY).tobytes(), dtype=np.uint8)
+    wrong, stray = [], []
+    judged_end = dst_off[-1]  # the truncated page's output and beyond are not judged
+    inside = np.zeros(out_end - out_start, dtype=bool)
+    for k in range(n - 1):
+        start = dst_off[k]
+        data = pages[k][2]
+        if bytes(back[start : start + len(data)]) != data:
+            wrong.append(k)
+        inside[start - out_start : start - out_start + len(data)] = True
+    region = back[out_start:judged_end]
+    pattern = np.resize(canary, out_end - out_start)[: judged_end - out_start]
+    touched = np.nonzero((region != pattern) & ~inside[: judged_end - out_start])[0]
+    for i in touched[:5]:
+        stray.append(int(i) + out_start)
+    results = [CheckResult(
+        "engine canaries", not wrong and not len(touched),
+        f"{n - 1} outputs equal the CPU's, every canary byte intact" if not wrong and not len(touched) else
+        f"{len(wrong)} output(s) differ from the CPU's (first: operation {wrong[0] if wrong else '-'}); "
+        f"{len(touched)} canary byte(s) overwritten (first at offsets {stray})",
+    )]
+    bad_slots = [k for k in range(n - 1) if actual[k] != expected[k]]
+    hidden = actual[n - 1] == expected[n - 1]
+    tail = back[dst_off[-1] : out_end]
+    pattern_tail = np.resize(canary, out_end - out_start)[dst_off[-1] - out_start :]
+    changed = np.nonzero(tail != pattern_tail)[0]
+    reach = int(changed[-1]) + 1 if len(changed) else 0
+    results.append(CheckResult(
+        "engine size slots", not bad_slots and not hidden,
+        (f"{n - 1} slots zeroed then set to their sizes; the truncated input reads {int(actual[n - 1])} "
+         f"of {int(expected[n - 1])} bytes (it wrote {reach} bytes at its output, hint {int(expected[n - 1])})")
+        if not bad_slots and not hidden else
+        f"{len(bad_slots)} slot(s) do not hold their operation's size (first: operation "
+        f"{bad_slots[0] if bad_slots else '-'}: {int(actual[bad_slots[0]]) if bad_slots else '-'})"
+        + ("; the truncated input's slot reads its full size" if hidden else ""),
+    ))
+    return results
+
+
+def main(argv=None) -> int:
+    """``python -m dask_hwdecomp.decompress.engine_check``: one JSON line per check.
+
+    Runs on device 0's engine; exits 2 when there is none.
+    """
+    from ..gpu.device import Device
+    from ..gpu.engine import EngineDriver
+    from .hardware import probe
+
+    reason = probe()
+    if reason is not None:
+        print(json.dumps({"label": "engine contract", "ok": False, "detail": reason}))
+        return 2
+    device = Device(0)
+    try:
+        device.activate()
+        driver = EngineDriver(device, pool_bytes=64 << 20)
+        try:
+            results = check_engine(driver)
+        finally:
+            driver.close()
+    finally:
+        device.close()
+    for r in results:
+        print(json.dumps(r.__dict__))
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
