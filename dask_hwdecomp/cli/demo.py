@@ -137,18 +137,19 @@ def run(args) -> int:
 
 
 def _demo(path: str, args, scratch: Path) -> dict:
-    import dask
-    import dask.dataframe as dd
-    from distributed import Client, LocalCluster, futures_of
-
-    from .. import hwdecomp
-    from ..engine.metrics import cluster_report
-    from ..engine.plugin import HwdecompPlugin
-
     options = {"backend": args.backend}
-    # The scheduler's scratch space too (distributed's default is the system's temporary directory).
-    dask.config.set({"temporary-directory": str(scratch)})
     with _step(f"starting LocalCluster: {args.workers} workers x {args.threads} threads each"):
+        # dask.dataframe and distributed take a second to import: inside the step that says so.
+        import dask
+        import dask.dataframe as dd
+        from distributed import Client, LocalCluster, futures_of
+
+        from .. import hwdecomp
+        from ..engine.metrics import cluster_report
+        from ..engine.plugin import HwdecompPlugin
+
+        # The scheduler's scratch space too (distributed's default is the system's temporary directory).
+        dask.config.set({"temporary-directory": str(scratch)})
         cluster = LocalCluster(
             n_workers=args.workers,
             threads_per_worker=args.threads,
