@@ -115,3 +115,15 @@ def test_selfcheck_without_gpu_says_what_and_how():
         assert word in out
     assert 'pip install "dask-hwdecomp[gpu]"' in out and "hwdecomp selfcheck" in out
     assert out.strip().endswith("FAIL: no GPU backend can run here, so nothing was checked")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["demo", "--rows", "0"], ["demo", "--codec", "lzo"], ["info", "--backend", "bogus"], ["bench", "--size", "lots"]],
+)
+def test_bad_arguments_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(f"hwdecomp {argv[0]}: error: ")

@@ -20,6 +20,18 @@ from .errors import UsageError
 __all__ = ["add_parser", "run", "make_sample", "same_partition"]
 
 
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "demo",
@@ -27,11 +39,14 @@ def add_parser(subparsers) -> None:
         description=__doc__,
     )
     p.add_argument("path", nargs="?", help="Parquet file, directory or glob (default: make a sample)")
-    p.add_argument("--rows", type=int, default=2_000_000, help="rows of the sample dataset")
-    p.add_argument("--files", type=int, default=8, help="files of the sample dataset")
-    p.add_argument("--codec", default="snappy", help="codec of the sample dataset")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1, help="threads per worker")
+    p.add_argument("--rows", type=_positive, default=2_000_000, help="rows of the sample dataset")
+    p.add_argument("--files", type=_positive, default=8, help="files of the sample dataset")
+    p.add_argument(
+        "--codec", default="snappy", choices=("snappy", "gzip", "lz4", "zstd", "brotli", "none"),
+        help="codec of the sample dataset",
+    )
+    p.add_argument("--workers", type=_positive, default=2)
+    p.add_argument("--threads", type=_positive, default=1, help="threads per worker")
     p.add_argument("--backend", default="auto", choices=("auto", "hardware", "nvcomp", "cpu"))
     p.add_argument("--no-check", action="store_true", help="skip the comparison with engine='pyarrow'")
     p.set_defaults(func=run)
