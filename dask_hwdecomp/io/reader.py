@@ -167,7 +167,20 @@ def read_table(
             report += local
     if not tables:
         return _empty(src, columns)
-    return pa.concat_tables([tables[i] for i in range(len(src.files))])
+    return _concat([tables[i] for i in range(len(src.files))])
+
+
+def _concat(parts: list[pa.Table]) -> pa.Table:
+    """The files' tables as one, keeping the row count of tables without columns."""
+    if len(parts) == 1:
+        return parts[0]
+    if parts[0].num_columns == 0:
+        # pyarrow's concat_tables drops the rows of tables without columns.
+        rows = sum(p.num_rows for p in parts)
+        # (replace_schema_metadata drops them too: the metadata goes in first.)
+        holder = pa.table({"rows": pa.nulls(rows)}, metadata=parts[0].schema.metadata)
+        return holder.drop_columns(["rows"])
+    return pa.concat_tables(parts)
 
 
 def _decode(fragment, src: Source, columns, row_groups, use_threads: bool) -> pa.Table:
