@@ -72,11 +72,12 @@ def cluster_metrics(client) -> dict:
 
 
 def cluster_report(client, reset: bool = False) -> ReadReport:
-    """Every read the cluster's workers made, summed: exact once their tasks finished.
+    """The workers' ``dd.read_parquet`` reads, summed: exact once their tasks finished.
 
-    Each worker's :class:`~dask_hwdecomp.engine.plugin.HwdecompPlugin`
-    adds up the reports of the reads made on it before each task returns,
-    so after ``compute``/``wait`` returns nothing is missing or late.
+    Each worker's :class:`~dask_hwdecomp.engine.plugin.HwdecompPlugin` adds
+    up the report of every ``dd.read_parquet(engine=hwdecomp)`` partition
+    read on it before the task returns, so after ``compute``/``wait``
+    returns nothing is missing or late.
 
     Parameters
     ----------

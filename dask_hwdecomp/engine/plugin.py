@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 class HwdecompPlugin(WorkerPlugin):
     """Open a worker's backends at start, close them at shutdown.
 
-    While registered it also adds up every read made on its worker
+    While registered it also adds up the report of every
+    ``dd.read_parquet(engine=hwdecomp)`` partition read on its worker
     (:attr:`totals`), which
     :func:`~dask_hwdecomp.engine.metrics.cluster_report` gathers exactly.
 
