@@ -13,11 +13,12 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
 
-__all__ = ["add_parser", "run", "make_sample", "same_partition"]
+__all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
 
 
 def _positive(text: str) -> int:
@@ -148,10 +149,29 @@ def run(args) -> int:
         path = args.path or str(make_sample(Path(tmp), args.rows, args.files, args.codec))
         result = _demo(path, args, Path(tmp) / "workers")
     _print(result, path, args)
-    return 0 if result["same"] in (None, True) else 1
+    return 0 if result.same in (None, True) else 1
 
 
-def _demo(path: str, args, scratch: Path) -> dict:
+@dataclass(frozen=True)
+class DemoResult:
+    """What the demo read and measured."""
+
+    rows: int
+    nbytes: int
+    report: object  # ReadReport, summed over every worker
+    routes: dict
+    seconds: float
+    same: bool | None  # None: not checked
+
+
+def _close(client, cluster) -> None:
+    with _step("stopping the cluster"):
+        if client is not None:
+            client.close()
+        cluster.close()
+
+
+def _demo(path: str, args, scratch: Path) -> DemoResult:
     options = {"backend": args.backend}
     with _step(f"starting LocalCluster: {args.workers} workers x {args.threads} threads each"):
         # dask.dataframe and distributed take a second to import: inside the step that says so.
@@ -172,15 +192,20 @@ def _demo(path: str, args, scratch: Path) -> dict:
             dashboard_address=None,
             local_directory=str(scratch),
         )
-        client = Client(cluster)
-        client.register_plugin(HwdecompPlugin(**options))
+        client = None
+        try:
+            client = Client(cluster)
+            client.register_plugin(HwdecompPlugin(**options))
+        except BaseException:
+            _close(client, cluster)
+            raise
     try:
         routes = client.run(lambda dask_worker: dask_worker.extensions["hwdecomp"].backends)
         df = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=options)
         t0 = time.perf_counter()
         df = df.persist()
         _progress(futures_of(df), "reading")
-        elapsed = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         report = cluster_report(client)
         rows, nbytes = dask.compute(df.shape[0], df.memory_usage(deep=True).sum())
         same = None
@@ -193,22 +218,19 @@ def _demo(path: str, args, scratch: Path) -> dict:
             _progress(futures, "checking against engine='pyarrow'")
             same = all(f.result() for f in futures)
     finally:
-        with _step("stopping the cluster"):
-            client.close()
-            cluster.close()
-    return {"rows": int(rows), "bytes": int(nbytes), "report": report, "routes": routes,
-            "elapsed": elapsed, "same": same}
+        _close(client, cluster)
+    return DemoResult(int(rows), int(nbytes), report, routes, seconds, same)
 
 
-def _print(result: dict, path: str, args) -> None:
-    report = result["report"]
+def _print(result: DemoResult, path: str, args) -> None:
+    report = result.report
     compressed = sum(s.compressed_bytes for s in report.by_backend.values())
     uncompressed = sum(s.uncompressed_bytes for s in report.by_backend.values())
     print()
     print(f"dataset            {path if args.path else 'sample lineitem (' + args.codec + '), removed after the run'}")
     print(f"cluster            LocalCluster {args.workers} workers x {args.threads} threads each")
-    print(f"rows               {result['rows']:,}")
-    print(f"pandas bytes       {result['bytes'] / 1e6:,.1f} MB")
+    print(f"rows               {result.rows:,}")
+    print(f"pandas bytes       {result.nbytes / 1e6:,.1f} MB")
     print(f"files              {report.files}")
     print(f"pages              {compressed / 1e6:,.1f} MB compressed -> {uncompressed / 1e6:,.1f} MB")
     for codec, backends in report.backends.items():
@@ -218,9 +240,9 @@ def _print(result: dict, path: str, args) -> None:
         print("backend            (no compressed pages)")
     for file, why in report.fallbacks:
         print(f"read by pyarrow    {file}: {why}")
-    first = next(iter(result["routes"].values()))
+    first = next(iter(result.routes.values()))
     print("routing            " + ", ".join(f"{k}->{v[0]}" for k, v in first.items()))
-    print(f"time               {result['elapsed']:.2f} s")
-    print(f"throughput         {result['bytes'] / result['elapsed'] / 1e9:.2f} GB/s of pandas data")
-    if result["same"] is not None:
-        print(f"equals pyarrow     {'yes' if result['same'] else 'NO'}")
+    print(f"time               {result.seconds:.2f} s")
+    print(f"throughput         {result.nbytes / result.seconds / 1e9:.2f} GB/s of pandas data")
+    if result.same is not None:
+        print(f"equals pyarrow     {'yes' if result.same else 'NO'}")
