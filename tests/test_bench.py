@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +39,21 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
     run_bench(cfg)
     results = json.loads((cfg.out_dir / "results.json").read_text())
     report = (cfg.out_dir / "report.md").read_text()
-    assert "## Targets (issue 5)" in report and "## System" in report
+    assert "## Targets" in report and "## System" in report
+    assert not re.search(r"issue \d", report, re.I), "the report is for users: no issue numbers"
+    assert not (cfg.out_dir / "data").exists(), "generated data is removed unless keep_data"
+    # Same-codec ratios come first, and each line's figure is the one it says it measures.
+    kinds = [c["kind"] for c in results["targets"]]
+    first_other = next(i for i, k in enumerate(kinds) if k not in ("vs-pyarrow", "cpu-vs-pyarrow"))
+    assert first_other > 0 and all(k not in ("vs-pyarrow", "cpu-vs-pyarrow") for k in kinds[first_other:])
+    for c in results["targets"]:
+        if c["met"] is not None and c["kind"] != "decompress":
+            assert c["measured"] == f"{c['value']:.2f}", c
+            assert c["met"] == (c["value"] >= float(c["target"][3:]) if c["target"].startswith(">=") else c["value"] <= float(c["target"][3:]))
+    base = results["endtoend"]["lineitem"]["distributed"]
+    (same,) = [c for c in results["targets"] if c["kind"] == "vs-pyarrow" and c["what"].startswith("lineitem, distributed, gzip")]
+    want = base["hwdecomp-auto"]["gzip"]["arrow_gbps"]["median"] / base["pyarrow"]["gzip"]["arrow_gbps"]["median"]
+    assert same["value"] == pytest.approx(want)
     for name in results["plots"].values():
         assert (cfg.out_dir / name).stat().st_size > 0
     assert {"throughput", "cpu", "stages", "decompression", "sweep"} <= set(results["plots"])
@@ -87,3 +103,67 @@ def test_parse_size():
     assert parse_size("1e6") == 10**6
     with pytest.raises(Exception, match="not a size"):
         parse_size("lots")
+
+
+def test_keep_data_keeps_and_default_removes(tmp_path):
+    from dask_hwdecomp.bench.runner import remove_generated
+
+    cfg = BenchConfig(out_dir=tmp_path / "out", datasets=("lineitem",), user_dataset=tmp_path / "mine", progress=False)
+    for name in ("lineitem", "user"):
+        (cfg.data_dir / name).mkdir(parents=True)
+        (cfg.data_dir / name / "part.parquet").write_bytes(b"x")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "users-own.parquet").write_bytes(b"x")
+    remove_generated(cfg)
+    assert not cfg.data_dir.exists()
+    assert (tmp_path / "mine" / "users-own.parquet").exists()
+
+
+def test_bench_keep_data_option():
+    from dask_hwdecomp.cli.main import build_parser
+    from dask_hwdecomp.cli.bench import config_from_args
+
+    args = build_parser().parse_args(["bench", "--keep-data", "--datasets", "lineitem"])
+    assert config_from_args(args).keep_data is True
+    assert config_from_args(build_parser().parse_args(["bench"])).keep_data is False
+
+
+def test_stage_plot_labels_do_not_overlap():
+    """Thirty reads (two datasets, three variants, five codecs): no two axis labels touch."""
+    from dask_hwdecomp.bench.plots import plt, stage_figure
+
+    rows = [
+        (f"{ds} · {variant} · {codec}", {"io": 0.1, "scan": 1.0, "decompress": 2.0, "decode": 3.0})
+        for ds in ("lineitem", "entropy")
+        for variant in ("auto", "cpu", "nvcomp")
+        for codec in ("uncompressed", "snappy", "gzip", "lz4_raw", "zstd")
+    ]
+    fig = stage_figure(rows)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for axis in ("x", "y"):
+            ax = fig.axes[0]
+            labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+            boxes = [t.get_window_extent(renderer) for t in labels if t.get_text()]
+            assert len(boxes) >= (2 if axis == "x" else len(rows))
+            for i, a in enumerate(boxes):
+                for b in boxes[i + 1 :]:
+                    assert not a.overlaps(b), (axis, a, b)
+        # the long labels (one per read) stay inside the figure
+        boxes = [t.get_window_extent(renderer) for t in fig.axes[0].get_yticklabels()]
+        assert all(fig.bbox.x0 <= bx.x0 and bx.x1 <= fig.bbox.x1 for bx in boxes)
+    finally:
+        plt.close(fig)
+
+
+def test_copy_bandwidth_needs_only_the_gpu_extra():
+    """Measured with cuda-bindings (the gpu extra), never CuPy; without it, says so."""
+    import importlib.util
+
+    from dask_hwdecomp.bench.copybw import copy_bandwidth
+
+    source = (Path(__file__).resolve().parents[1] / "dask_hwdecomp" / "bench" / "copybw.py").read_text()
+    assert "cupy" not in source.lower()
+    if importlib.util.find_spec("cuda") is None:
+        assert "cuda-bindings is not installed" in copy_bandwidth()["skipped"]

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .variants import BASELINE  # noqa: E402
 
-__all__ = ["plot_all"]
+__all__ = ["plot_all", "stage_rows", "stage_figure"]
 
 
 def _med(fig, key):
@@ -63,7 +63,8 @@ def _grid(endtoend: dict, key: str, ylabel: str, path: Path, schedulers=None) ->
     return path
 
 
-def _stages(endtoend: dict, arrow_bytes: dict, path: Path) -> Path | None:
+def stage_rows(endtoend: dict, arrow_bytes: dict) -> list[tuple[str, dict]]:
+    """``(label, {stage: seconds per GB})`` of every threaded hwdecomp read with a report."""
     rows = []
     for ds, per_sched in endtoend.items():
         for name, per_codec in per_sched.get("threads", {}).items():
@@ -71,21 +72,36 @@ def _stages(endtoend: dict, arrow_bytes: dict, path: Path) -> Path | None:
                 rep = fig.get("report") if isinstance(fig, dict) else None
                 if rep:
                     gb = arrow_bytes[ds] / 1e9
-                    rows.append((f"{ds}\n{name.replace('hwdecomp-', '')}\n{codec}", {k: v / gb for k, v in rep["stages_s"].items()}))
-    if not rows:
-        return None
+                    rows.append((f"{ds} · {name.replace('hwdecomp-', '')} · {codec}", {k: v / gb for k, v in rep["stages_s"].items()}))
+    return rows
+
+
+def stage_figure(rows: list[tuple[str, dict]]):
+    """The stacked stage bars of ``rows``; the caller saves and closes the figure."""
     stages = list(rows[0][1])
-    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(rows)), 4.5))
-    bottom = [0.0] * len(rows)
+    # Horizontal bars, one line of height per row: labels of any length and
+    # any number of rows stay readable and never overlap.
+    fig, ax = plt.subplots(figsize=(8, 1.4 + 0.3 * len(rows)))
+    left = [0.0] * len(rows)
+    ys = range(len(rows))
     for stage in stages:
         vals = [r[1].get(stage, 0.0) for r in rows]
-        ax.bar(range(len(rows)), vals, bottom=bottom, label=stage)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xticks(range(len(rows)), [r[0] for r in rows], fontsize=6)
-    ax.set_ylabel("seconds per GB of Arrow data\n(summed over threads)")
+        ax.barh(ys, vals, left=left, label=stage)
+        left = [b + v for b, v in zip(left, vals)]
+    ax.set_yticks(ys, [r[0] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per GB of Arrow data (summed over threads)")
     ax.set_title("hwdecomp stage breakdown (threaded scheduler)", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
+    return fig
+
+
+def _stages(endtoend: dict, arrow_bytes: dict, path: Path) -> Path | None:
+    rows = stage_rows(endtoend, arrow_bytes)
+    if not rows:
+        return None
+    fig = stage_figure(rows)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -4,20 +4,22 @@ The parts, each selectable:
 
 ``e2e``
     ``dd.read_parquet`` with every engine variant, on each scheduler: GB/s,
-    worker CPU seconds per GB, stage times (measurements 1 to 3 of issue 5).
+    worker CPU seconds per GB, stage times.
 ``decompress``
-    Decompression alone per backend, host to host (4).
+    Decompression alone per backend, host to host.
 ``copy``
-    Pinned and pageable copy bandwidth (4's physical limit).
+    Pinned and pageable copy bandwidth (decompression's physical limit).
 ``sweep``
-    Pages per batched call, and streams for GPU backends (5).
+    Pages per batched call, and streams for GPU backends.
 
 Results are written after every part, so a run cut short keeps what it
-measured.
+measured. The generated datasets are removed at the end unless
+``keep_data`` is set.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -29,7 +31,7 @@ from tqdm.auto import tqdm
 from .data import CODECS, from_user, generate
 from .system import format_system, system_info
 
-__all__ = ["BenchConfig", "run_bench", "rerender", "PARTS", "SCHEDULERS"]
+__all__ = ["BenchConfig", "run_bench", "rerender", "remove_generated", "PARTS", "SCHEDULERS"]
 
 PARTS = ("e2e", "decompress", "copy", "sweep")
 SCHEDULERS = ("distributed", "threads")
@@ -49,7 +51,7 @@ class BenchConfig:
         ``results.json``, ``report.md`` and the PNGs go here.
     data_dir : path, optional
         Where datasets are written (default ``out_dir/data``); reused when
-        made with the same settings.
+        made with the same settings and kept (``keep_data``).
     size_bytes : int
         Arrow bytes of each generated dataset (each codec holds all of it).
     datasets : tuple of str
@@ -81,6 +83,9 @@ class BenchConfig:
         Show progress bars.
     command : str
         How the run was started (for the report).
+    keep_data : bool
+        Keep the generated datasets (and the uncompressed copy of
+        ``user_dataset``) after the run; by default they are removed.
     """
 
     out_dir: Path = Path("bench-out")
@@ -101,6 +106,7 @@ class BenchConfig:
     streams: tuple = (1, 2, 4)
     progress: bool = True
     command: str = ""
+    keep_data: bool = False
 
     def __post_init__(self):
         unknown = set(self.parts) - set(PARTS)
@@ -230,6 +236,24 @@ def run_bench(cfg: BenchConfig) -> dict:
         An invalid configuration.
     """
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run(cfg)
+    finally:
+        if not cfg.keep_data:
+            remove_generated(cfg)
+
+
+def remove_generated(cfg: BenchConfig) -> None:
+    """Remove the datasets this run wrote under ``cfg.data_dir`` (never the user's own)."""
+    import shutil
+
+    for name in (*cfg.datasets, "user"):
+        shutil.rmtree(cfg.data_dir / name, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: something else lives there
+        cfg.data_dir.rmdir()
+
+
+def _run(cfg: BenchConfig) -> dict:
     info = system_info()
     if cfg.progress:
         print(format_system(info), flush=True)

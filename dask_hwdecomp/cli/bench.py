@@ -8,6 +8,7 @@ import argparse
 import re
 import shlex
 import sys
+from pathlib import Path
 
 __all__ = ["add_parser", "run", "parse_size", "config_from_args"]
 
@@ -58,7 +59,8 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--out", default="bench-out", help="directory for results.json, report.md and plots")
-    p.add_argument("--data-dir", default=None, help="where datasets are written (default OUT/data); reused when unchanged")
+    p.add_argument("--data-dir", default=None, help="where datasets are written (default OUT/data)")
+    p.add_argument("--keep-data", action="store_true", help="keep the generated datasets after the run (reused by a later run with the same settings)")
     p.add_argument("--size", type=parse_size, default="3GB", help="Arrow size of each generated dataset")
     p.add_argument("--datasets", type=_names, default="lineitem,entropy", help="generated tables (empty: none)")
     p.add_argument("--dataset", default=None, help="also measure this directory of Parquet files")
@@ -95,6 +97,8 @@ def config_from_args(args):
     unknown = set(codecs) - set(CODECS)
     if unknown:
         raise ValueError(f"unknown codec(s) {sorted(unknown)}; choose from {', '.join(CODECS)}")
+    if args.dataset is not None and not Path(args.dataset).is_dir():
+        raise ValueError(f"--dataset {args.dataset!r} is not a directory of Parquet files")
     return BenchConfig(
         out_dir=args.out,
         data_dir=args.data_dir,
@@ -111,6 +115,7 @@ def config_from_args(args):
         pages_per_call=ints(args.pages_per_call),
         streams=ints(args.streams),
         progress=not args.no_progress,
+        keep_data=args.keep_data,
         command="hwdecomp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "",
         **kw,
     )

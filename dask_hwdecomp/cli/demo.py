@@ -2,17 +2,35 @@
 on a distributed ``LocalCluster`` and say what happened.
 
 With no path it first writes a sample dataset (a TPC-H lineitem-like table,
-snappy, several files). It checks the result against ``engine="pyarrow"``
-and prints rows, bytes, the backend per codec and throughput.
+snappy, several files) and removes it afterwards. It checks every partition
+against ``engine="pyarrow"`` on the workers, and prints rows, bytes, the
+pages each backend decompressed (gathered from every worker) and throughput.
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["add_parser", "run", "make_sample"]
+from .errors import UsageError
+
+__all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
 
 
 def add_parser(subparsers) -> None:
@@ -22,17 +40,20 @@ def add_parser(subparsers) -> None:
         description=__doc__,
     )
     p.add_argument("path", nargs="?", help="Parquet file, directory or glob (default: make a sample)")
-    p.add_argument("--rows", type=int, default=2_000_000, help="rows of the sample dataset")
-    p.add_argument("--files", type=int, default=8, help="files of the sample dataset")
-    p.add_argument("--codec", default="snappy", help="codec of the sample dataset")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1, help="threads per worker")
+    p.add_argument("--rows", type=_positive, default=2_000_000, help="rows of the sample dataset")
+    p.add_argument("--files", type=_positive, default=8, help="files of the sample dataset")
+    p.add_argument(
+        "--codec", default="snappy", choices=("snappy", "gzip", "lz4", "zstd", "brotli", "none"),
+        help="codec of the sample dataset",
+    )
+    p.add_argument("--workers", type=_positive, default=2)
+    p.add_argument("--threads", type=_positive, default=1, help="threads per worker")
     p.add_argument("--backend", default="auto", choices=("auto", "hardware", "nvcomp", "cpu"))
     p.add_argument("--no-check", action="store_true", help="skip the comparison with engine='pyarrow'")
     p.set_defaults(func=run)
 
 
-def make_sample(root: Path, rows: int, files: int, codec: str) -> Path:
+def make_sample(root: Path, rows: int, files: int, codec: str, progress: bool = True) -> Path:
     """Write ``files`` Parquet files of a lineitem-like table under ``root``."""
     import pyarrow.parquet as pq
     from tqdm import tqdm
@@ -42,92 +63,186 @@ def make_sample(root: Path, rows: int, files: int, codec: str) -> Path:
     out = Path(root) / f"lineitem-{codec}"
     out.mkdir(parents=True, exist_ok=True)
     per = max(1, rows // files)
-    for i in tqdm(range(files), desc="writing sample", unit="file"):
+    for i in tqdm(range(files), desc="writing sample", unit="file", disable=not progress):
         table = lineitem(per, seed=i, first_row=i * per)
         pq.write_table(table, out / f"part-{i:04d}.parquet", compression=codec, row_group_size=per // 4 or 1)
     return out
 
 
-def _wait_metrics(client, timeout: float = 10.0) -> dict:
-    from ..engine.metrics import cluster_metrics
+@contextmanager
+def _step(text: str):
+    """Say what is starting, then how long it took: no silent step."""
+    print(f"{text} ...", end="", flush=True, file=sys.stderr)
+    t0 = time.perf_counter()
+    yield
+    print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
-    deadline = time.monotonic() + timeout
-    found: dict = {}
-    while time.monotonic() < deadline:
-        found = cluster_metrics(client)
-        if any(unit == "pages" for _, unit in found):
-            break
-        time.sleep(0.5)
-    return found
+
+def _progress(futures, desc: str) -> None:
+    """A bar that advances as each future finishes (errors raise here)."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    with tqdm(total=len(futures), desc=desc, unit="partition", file=sys.stderr) as bar:
+        for future in as_completed(futures):
+            if future.status == "error":
+                future.result()  # raises the task's exception here
+            bar.update()
+
+
+def same_partition(ours, ref) -> bool:
+    """Whether two pandas partitions are equal: dtypes, index and values (NaN == NaN)."""
+    return bool(
+        list(ours.columns) == list(ref.columns)
+        and ours.dtypes.equals(ref.dtypes)
+        and ours.index.equals(ref.index)
+        and ours.equals(ref)
+    )
+
+
+def _check_path(path: str) -> None:
+    """Refuse a path that names nothing before a cluster is started for it.
+
+    Raises
+    ------
+    UsageError
+        Nothing is at ``path`` (file, directory or glob).
+    """
+    from fsspec.core import url_to_fs
+
+    fs, where = url_to_fs(path)
+    if not (fs.exists(where) or fs.glob(where)):
+        raise UsageError(f"no Parquet file or directory at {path!r}")
+
+
+def _check_backend(name: str) -> None:
+    """Refuse a named backend that cannot run here, before starting a cluster.
+
+    Raises
+    ------
+    UsageError
+        The backend's probe says why it cannot run.
+    """
+    from ..decompress import registry
+
+    if name == "auto":
+        return
+    reason = registry.probe(name)
+    if reason is not None:
+        raise UsageError(f"backend {name!r} cannot run here: {reason} (use --backend auto or cpu)")
 
 
 def run(args) -> int:
-    """Run the demo; returns the exit status."""
-    import dask.dataframe as dd
-    import pandas as pd
-    from distributed import Client, LocalCluster, futures_of, wait
-    from tqdm import tqdm
+    """Run the demo; returns the exit status.
 
-    from .. import hwdecomp
-    from ..engine.plugin import HwdecompPlugin
+    Raises
+    ------
+    UsageError
+        A path naming nothing, or a backend that cannot run here.
+    """
+    _check_backend(args.backend)
+    if args.path is not None:
+        _check_path(args.path)
+    # One scratch directory for the sample and the workers' spill space,
+    # removed at the end: the demo leaves nothing behind.
+    with tempfile.TemporaryDirectory(prefix="hwdecomp-demo-") as tmp:
+        path = args.path or str(make_sample(Path(tmp), args.rows, args.files, args.codec))
+        result = _demo(path, args, Path(tmp) / "workers")
+    _print(result, path, args)
+    return 0 if result.same in (None, True) else 1
 
-    tmp = None
-    path = args.path
-    if path is None:
-        tmp = tempfile.TemporaryDirectory(prefix="hwdecomp-demo-")
-        path = str(make_sample(Path(tmp.name), args.rows, args.files, args.codec))
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the demo read and measured."""
+
+    rows: int
+    nbytes: int
+    report: object  # ReadReport, summed over every worker
+    routes: dict
+    seconds: float
+    same: bool | None  # None: not checked
+
+
+def _close(client, cluster) -> None:
+    with _step("stopping the cluster"):
+        if client is not None:
+            client.close()
+        cluster.close()
+
+
+def _demo(path: str, args, scratch: Path) -> DemoResult:
     options = {"backend": args.backend}
-    try:
-        with LocalCluster(
-            n_workers=args.workers, threads_per_worker=args.threads, processes=True, dashboard_address=None
-        ) as cluster, Client(cluster) as client:
+    with _step(f"starting LocalCluster: {args.workers} workers x {args.threads} threads each"):
+        # dask.dataframe and distributed take a second to import: inside the step that says so.
+        import dask
+        import dask.dataframe as dd
+        from distributed import Client, LocalCluster, futures_of
+
+        from .. import hwdecomp
+        from ..engine.metrics import cluster_report
+        from ..engine.plugin import HwdecompPlugin
+
+        # The scheduler's scratch space too (distributed's default is the system's temporary directory).
+        dask.config.set({"temporary-directory": str(scratch)})
+        cluster = LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=args.threads,
+            processes=True,
+            dashboard_address=None,
+            local_directory=str(scratch),
+        )
+        client = None
+        try:
+            client = Client(cluster)
             client.register_plugin(HwdecompPlugin(**options))
-            routes = client.run(lambda dask_worker: dask_worker.extensions["hwdecomp"].backends)
-            df = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=options)
-            t0 = time.perf_counter()
-            df = df.persist()
-            futures = futures_of(df)
-            with tqdm(total=len(futures), desc="reading", unit="partition") as bar:
-                for f in futures:
-                    wait(f)
-                    bar.update()
-            elapsed = time.perf_counter() - t0
-            rows = len(df)
-            arrow_bytes = int(df.memory_usage(deep=True).sum().compute())
-            metrics = _wait_metrics(client)
-            same = None
-            if not args.no_check:
-                ours = df.compute()
-                ref = dd.read_parquet(path, engine="pyarrow").compute()
-                try:
-                    pd.testing.assert_frame_equal(ours, ref)
-                    same = True
-                except AssertionError:
-                    same = False
+        except BaseException:
+            _close(client, cluster)
+            raise
+    try:
+        routes = client.run(lambda dask_worker: dask_worker.extensions["hwdecomp"].backends)
+        df = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=options)
+        t0 = time.perf_counter()
+        df = df.persist()
+        _progress(futures_of(df), "reading")
+        seconds = time.perf_counter() - t0
+        report = cluster_report(client)
+        rows, nbytes = dask.compute(df.shape[0], df.memory_usage(deep=True).sum())
+        same = None
+        if not args.no_check:
+            ref = dd.read_parquet(path, engine="pyarrow")
+            verdicts = dd.map_partitions(
+                same_partition, df, ref, align_dataframes=False, meta=(None, bool), enforce_metadata=False
+            ).to_delayed()
+            futures = client.compute(verdicts)
+            _progress(futures, "checking against engine='pyarrow'")
+            same = all(f.result() for f in futures)
     finally:
-        if tmp is not None:
-            tmp.cleanup()
-    compressed = sum(v for (label, unit), v in metrics.items() if unit == "compressed-bytes")
-    uncompressed = sum(v for (label, unit), v in metrics.items() if unit == "bytes")
+        _close(client, cluster)
+    return DemoResult(int(rows), int(nbytes), report, routes, seconds, same)
+
+
+def _print(result: DemoResult, path: str, args) -> None:
+    report = result.report
+    compressed = sum(s.compressed_bytes for s in report.by_backend.values())
+    uncompressed = sum(s.uncompressed_bytes for s in report.by_backend.values())
     print()
-    print(f"dataset            {path if args.path else 'sample lineitem (' + args.codec + ')'}")
-    print(f"cluster            LocalCluster {args.workers} workers x {args.threads} threads")
-    print(f"rows               {rows:,}")
-    print(f"pandas bytes       {arrow_bytes / 1e6:,.1f} MB")
+    print(f"dataset            {path if args.path else 'sample lineitem (' + args.codec + '), removed after the run'}")
+    print(f"cluster            LocalCluster {args.workers} workers x {args.threads} threads each")
+    print(f"rows               {result.rows:,}")
+    print(f"pandas bytes       {result.nbytes / 1e6:,.1f} MB")
+    print(f"files              {report.files}")
     print(f"pages              {compressed / 1e6:,.1f} MB compressed -> {uncompressed / 1e6:,.1f} MB")
-    by = {}
-    for (label, unit), value in sorted(metrics.items()):
-        parts = label.split("-")
-        if unit == "pages" and len(parts) == 3:
-            by.setdefault(parts[2], {})[parts[1]] = int(value)
-    for codec, backends in by.items():
-        print(f"backend            {codec}: " + ", ".join(f"{b} ({n} pages)" for b, n in backends.items()))
-    if not by:
+    for codec, backends in report.backends.items():
+        counts = ", ".join(f"{b} ({report.by_backend[(b, codec)].pages} pages)" for b in backends)
+        print(f"backend            {codec}: {counts}")
+    if not report.by_backend:
         print("backend            (no compressed pages)")
-    first = next(iter(routes.values()))
+    for file, why in report.fallbacks:
+        print(f"read by pyarrow    {file}: {why}")
+    first = next(iter(result.routes.values()))
     print("routing            " + ", ".join(f"{k}->{v[0]}" for k, v in first.items()))
-    print(f"time               {elapsed:.2f} s")
-    print(f"throughput         {arrow_bytes / elapsed / 1e9:.2f} GB/s of pandas data")
-    if same is not None:
-        print(f"equals pyarrow     {'yes' if same else 'NO'}")
-    return 0 if same in (None, True) else 1
+    print(f"time               {result.seconds:.2f} s")
+    print(f"throughput         {result.nbytes / result.seconds / 1e9:.2f} GB/s of pandas data")
+    if result.same is not None:
+        print(f"equals pyarrow     {'yes' if result.same else 'NO'}")

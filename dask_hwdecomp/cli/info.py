@@ -12,7 +12,9 @@ __all__ = ["add_parser", "run", "collect"]
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("info", help="versions, GPUs and the backend chosen per codec", description=__doc__)
-    p.add_argument("--backend", default=None, help="resolve routing for this backend option")
+    p.add_argument(
+        "--backend", default=None, choices=("auto", "hardware", "nvcomp", "cpu"), help="resolve routing for this backend option"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

@@ -30,6 +30,20 @@ __all__ = ["add_parser", "run"]
 
 _CODECS = ("snappy", "gzip", "lz4", "zstd", "brotli")
 
+_NOTHING_TO_CHECK = f"""
+What selfcheck checks, where a GPU backend can run:
+  - the hardware decompression engine (Blackwell GPUs: B200, B300, GB200, GB300)
+    and nvCOMP (any NVIDIA GPU), each against the CPU backend, on generated
+    pages of every algorithm it decodes (SNAPPY, DEFLATE, LZ4, ZSTD), at sizes
+    from 1 byte up to the engine's maximum length;
+  - Parquet files written by pyarrow in {", ".join(_CODECS)}, data pages v1
+    and v2, read with that backend and compared with pyarrow's own read.
+To get it checked: on a machine with an NVIDIA GPU and its driver, install
+the gpu extra (pip install "dask-hwdecomp[gpu]": cuda-bindings >= 13.5 and
+nvCOMP), run `hwdecomp info` to see that the backends are available, then
+`hwdecomp selfcheck`; send its table with an issue if a line says FAIL.
+"""
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -236,7 +250,8 @@ def run(args) -> int:
         print("The engine path cannot be checked here; checking "
               + ("nvCOMP instead." if nv_reason is None else "nothing on the GPU."))
     if not names:
-        print("FAIL: no GPU backend can run here")
+        print(_NOTHING_TO_CHECK)
+        print("FAIL: no GPU backend can run here, so nothing was checked")
         return 2
     options = Options(streams=2)
     # One stream and a long wait: the two callers share one batch.

@@ -5,24 +5,35 @@ of a :class:`~dask_hwdecomp.report.ReadReport` to
 ``distributed.metrics.context_meter``: stage times as seconds (so they show
 as their own activities in the dashboard's Fine Performance Metrics),
 bytes and page counts per backend and codec. Outside a worker it does
-nothing. :func:`cluster_metrics` reads the totals back from the scheduler.
+nothing. :func:`cluster_metrics` reads the totals back from the scheduler
+(they travel with worker heartbeats, so they lag a read by up to a
+heartbeat); :func:`cluster_report` asks every worker's
+:class:`~dask_hwdecomp.engine.plugin.HwdecompPlugin` instead, and is exact
+once the reads' tasks have finished.
 """
 
 from __future__ import annotations
 
 from ..report import ReadReport
 
-__all__ = ["digest", "cluster_metrics", "PREFIX"]
+__all__ = ["digest", "cluster_metrics", "cluster_report", "PREFIX"]
 
 PREFIX = "hwdecomp"
 
 
 def digest(report: ReadReport) -> None:
-    """Send ``report``'s figures to the current task's context meter."""
+    """Send ``report``'s figures to the current task's context meter and worker plugin."""
     try:
+        from distributed import get_worker
         from distributed.metrics import context_meter
     except ImportError:  # pragma: no cover - distributed is a dependency
         return
+    try:
+        plugin = get_worker().extensions.get("hwdecomp")
+    except ValueError:  # not inside a distributed worker
+        plugin = None
+    if plugin is not None:
+        plugin.add(report)
     for stage, seconds in report.stages.items():
         if seconds:
             context_meter.digest_metric(f"{PREFIX}-{stage}", seconds, "seconds")
@@ -60,3 +71,38 @@ def cluster_metrics(client) -> dict:
         return out
 
     return client.run_on_scheduler(collect)
+
+
+def cluster_report(client, reset: bool = False) -> ReadReport:
+    """The workers' ``dd.read_parquet`` reads, summed: exact once their tasks finished.
+
+    Each worker's :class:`~dask_hwdecomp.engine.plugin.HwdecompPlugin` adds
+    up the report of every ``dd.read_parquet(engine=hwdecomp)`` partition
+    read on it before the task returns, so after ``compute``/``wait``
+    returns nothing is missing or late.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    reset : bool
+        Start every worker's totals again from zero.
+
+    Raises
+    ------
+    RuntimeError
+        A worker without the plugin (register ``HwdecompPlugin`` first).
+    """
+
+    def take(dask_worker=None):
+        plugin = dask_worker.extensions.get("hwdecomp")
+        return None if plugin is None else plugin.take_totals(reset)
+
+    total = ReadReport()
+    for address, report in sorted(client.run(take).items()):
+        if report is None:
+            raise RuntimeError(
+                f"worker {address} has no HwdecompPlugin; register it with "
+                "client.register_plugin(HwdecompPlugin()) before reading"
+            )
+        total += report
+    return total

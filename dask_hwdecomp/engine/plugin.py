@@ -15,12 +15,14 @@ Examples
 from __future__ import annotations
 
 import logging
+import threading
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..decompress import registry
 from ..decompress.routing import Router
 from ..options import current_options
+from ..report import ReadReport
 
 __all__ = ["HwdecompPlugin"]
 
@@ -29,6 +31,11 @@ logger = logging.getLogger(__name__)
 
 class HwdecompPlugin(WorkerPlugin):
     """Open a worker's backends at start, close them at shutdown.
+
+    While registered it also adds up the report of every
+    ``dd.read_parquet(engine=hwdecomp)`` partition read on its worker
+    (:attr:`totals`), which
+    :func:`~dask_hwdecomp.engine.metrics.cluster_report` gathers exactly.
 
     Parameters
     ----------
@@ -42,6 +49,23 @@ class HwdecompPlugin(WorkerPlugin):
     def __init__(self, **options):
         self.options = options
         self.backends: dict = {}
+        self.totals = ReadReport()
+        self._lock: threading.Lock | None = None  # made on the worker: locks do not pickle
+
+    def add(self, report: ReadReport) -> None:
+        """Add a finished read's report to this worker's totals (tasks run in threads)."""
+        with self._lock:
+            self.totals += report
+
+    def take_totals(self, reset: bool = False) -> ReadReport:
+        """A copy of this worker's totals; with ``reset``, start again from zero."""
+        import copy
+
+        with self._lock:
+            out = copy.deepcopy(self.totals)
+            if reset:
+                self.totals = ReadReport()
+        return out
 
     def setup(self, worker):
         """Open the backends the routing table picks on this worker.
@@ -57,6 +81,8 @@ class HwdecompPlugin(WorkerPlugin):
 
         from . import arrow  # noqa: F401
 
+        self._lock = threading.Lock()
+        self.totals = ReadReport()
         opts = current_options(**self.options)
         router = Router(opts)  # opens every usable backend, raises if absent
         self.backends = router.describe()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 
-import fsspec
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from fsspec.core import url_to_fs
 
 from ..decompress.routing import Router
 from ..errors import PageLocation, UnsupportedFeatureError
@@ -17,20 +15,13 @@ from ..report import ReadReport, publish
 from .batch import iter_batches
 from .decode import decode_errors
 from .plan import Piece, PiecePlan, plan_piece
+from .sources import Source, resolve_source
 
-__all__ = ["read_table", "HwdecompFallbackWarning", "resolve_fs", "fallback"]
+__all__ = ["read_table", "HwdecompFallbackWarning", "fallback"]
 
 
 class HwdecompFallbackWarning(UserWarning):
     """A file was read by pyarrow's own reader; the message says why."""
-
-
-def resolve_fs(source, filesystem=None, storage_options=None):
-    """(fsspec filesystem, path) for a path or URL."""
-    if filesystem is not None:
-        return filesystem, source
-    fs, path = url_to_fs(os.fspath(source), **(storage_options or {}))
-    return fs, path
 
 
 def fallback(plan: PiecePlan, options: Options, report: ReadReport) -> None:
@@ -60,31 +51,46 @@ def read_table(
     row_groups=None,
     filters=None,
     *,
-    filesystem: fsspec.AbstractFileSystem | None = None,
+    filesystem=None,
     storage_options: dict | None = None,
+    partitioning="hive",
+    schema: pa.Schema | None = None,
+    ignore_prefixes: list | None = None,
     report: ReadReport | None = None,
     use_threads: bool = True,
     **options,
 ) -> pa.Table:
-    """Read one Parquet file into a :class:`pyarrow.Table`, decompressing on the chosen backend.
+    """Read Parquet into a :class:`pyarrow.Table`, decompressing on the chosen backend.
 
     The result equals ``pyarrow.parquet.read_table(source, columns=columns,
-    filters=filters)`` (or ``ParquetFile(source).read_row_groups(row_groups,
-    columns)`` when ``row_groups`` is given).
+    filters=filters, filesystem=filesystem, partitioning=partitioning,
+    schema=schema, ignore_prefixes=ignore_prefixes)`` (or, for one file,
+    ``ParquetFile(source).read_row_groups(row_groups, columns)`` when
+    ``row_groups`` is given). pyarrow finds the files (hive partitions,
+    ignored prefixes, the dataset schema); each file's pages go through
+    the chosen backend.
 
     Parameters
     ----------
-    source : str or os.PathLike
-        A local path or an fsspec URL.
+    source : str, os.PathLike, list, file-like, pyarrow.NativeFile or pyarrow.Buffer
+        A file path or URL, a directory, a glob (expanded where the
+        filesystem is an fsspec one, as local paths are), a list of paths,
+        an open binary file, a ``NativeFile`` or a ``Buffer``.
     columns : list of str, optional
-        Columns to read (a name selects a nested field and all below it).
+        Columns to read (a name selects a nested field and all below it;
+        partition fields are columns too).
     row_groups : list of int, optional
-        Row groups to read, in this order.
+        Row groups to read, in this order (one file only).
     filters : list or pyarrow.compute.Expression, optional
-        Row filters in pyarrow's DNF form, applied row-wise.
-    filesystem : fsspec.AbstractFileSystem, optional
+        Row filters in pyarrow's DNF form, applied row-wise (and to prune
+        partitions).
+    filesystem : pyarrow.fs.FileSystem or fsspec.AbstractFileSystem, optional
+        Where the paths live; without it a URL's protocol picks an fsspec
+        filesystem, and plain paths are local.
     storage_options : dict, optional
         For ``fsspec`` when ``filesystem`` is not given.
+    partitioning, schema, ignore_prefixes
+        As for :func:`pyarrow.parquet.read_table`.
     report : ReadReport, optional
         Filled with what the read did.
     use_threads : bool
@@ -98,6 +104,13 @@ def read_table(
 
     Raises
     ------
+    TypeError
+        ``source`` is of a kind this function does not take (the message
+        says which it takes).
+    ValueError
+        ``row_groups`` with a source of several files.
+    FileNotFoundError
+        A path or glob that names nothing.
     CorruptMetadataError, CorruptPageError, ChecksumError, LimitExceededError
         Broken input, naming file, row group, column and page.
     CorruptDataError
@@ -108,34 +121,82 @@ def read_table(
         A file this path cannot serve, with ``on_unsupported="raise"``.
     """
     opts = current_options(**options)
-    fs, path = resolve_fs(source, filesystem, storage_options)
+    src = resolve_source(
+        source,
+        filesystem,
+        storage_options,
+        partitioning=partitioning,
+        schema=schema,
+        filters=filters,
+        ignore_prefixes=ignore_prefixes,
+    )
+    if row_groups is not None and len(src.files) != 1:
+        raise ValueError(
+            f"row_groups selects row groups of one file; this source holds {len(src.files)} files"
+        )
     local = ReadReport()
     router = Router(opts)
-    with local.stage("scan"):
-        plan = plan_piece(fs, Piece(path, None if row_groups is None else tuple(row_groups)), _needed(columns, filters))
+    rgs = None if row_groups is None else tuple(row_groups)
+    tables: dict[int, pa.Table] = {}
     try:
-        if plan.unsupported is not None:
+        with local.stage("scan"):
+            plans = [plan_piece(src.fs, Piece(f.path, rgs), _needed(columns, filters)) for f in src.files]
+        fast = []
+        for i, (f, plan) in enumerate(zip(src.files, plans)):
+            if plan.unsupported is None:
+                fast.append(i)
+                continue
             fallback(plan, opts, local)
             with local.stage("decode"):
-                if row_groups is not None:
-                    with fs.open(path, "rb") as f:
-                        return pq.ParquetFile(f).read_row_groups(row_groups, columns=columns, use_threads=use_threads)
-                return pq.read_table(path, filesystem=fs, columns=columns, filters=filters, use_threads=use_threads)
-        batches = list(iter_batches(fs, [plan], router, opts, local))
-        assert len(batches) == 1
-        with batches[0] as batch:
-            image = batch.images[0]
-            with local.stage("decode"), decode_errors(path, image.row_groups):
-                reader = pa.BufferReader(image.buffer)
-                if row_groups is not None:
-                    return pq.ParquetFile(reader).read_row_groups(
-                        list(range(len(image.row_groups))), columns=columns, use_threads=use_threads
+                tables[i] = _decode(f.fragment, src, columns, rgs, use_threads)
+        position = {id(plans[i]): i for i in fast}
+        for batch in iter_batches(src.fs, [plans[i] for i in fast], router, opts, local):
+            with batch:
+                for image in batch.images:
+                    i = position[id(image.plan)]
+                    fragment = src.files[i].fragment
+                    as_image = fragment.format.make_fragment(
+                        pa.BufferReader(image.buffer), partition_expression=fragment.partition_expression
                     )
-                return pq.read_table(reader, columns=columns, filters=filters, use_threads=use_threads)
+                    with local.stage("decode"), decode_errors(src.files[i].path, image.row_groups):
+                        picked = None if rgs is None else tuple(range(len(image.row_groups)))
+                        tables[i] = _decode(as_image, src, columns, picked, use_threads)
     finally:
         publish(local)
         if report is not None:
             report += local
+    if not tables:
+        return _empty(src, columns)
+    return _concat([tables[i] for i in range(len(src.files))])
+
+
+def _concat(parts: list[pa.Table]) -> pa.Table:
+    """The files' tables as one, keeping the row count of tables without columns."""
+    if len(parts) == 1:
+        return parts[0]
+    if parts[0].num_columns == 0:
+        # pyarrow's concat_tables drops the rows of tables without columns.
+        rows = sum(p.num_rows for p in parts)
+        # (replace_schema_metadata drops them too: the metadata goes in first.)
+        holder = pa.table({"rows": pa.nulls(rows)}, metadata=parts[0].schema.metadata)
+        return holder.drop_columns(["rows"])
+    return pa.concat_tables(parts)
+
+
+def _decode(fragment, src: Source, columns, row_groups, use_threads: bool) -> pa.Table:
+    """One file's rows as pyarrow reads them within the dataset (or its row groups)."""
+    if row_groups is not None:
+        with fragment.open() as f:
+            return pq.ParquetFile(f).read_row_groups(list(row_groups), columns=columns, use_threads=use_threads)
+    return fragment.to_table(schema=src.schema, columns=columns, filter=src.filter, use_threads=use_threads)
+
+
+def _empty(src: Source, columns) -> pa.Table:
+    """What pyarrow returns for a dataset without files: no rows, the projected schema."""
+    import pyarrow.dataset as ds
+
+    empty = ds.FileSystemDataset([], schema=src.schema, format=ds.ParquetFileFormat(), filesystem=pafs.LocalFileSystem())
+    return empty.to_table(columns=columns, filter=src.filter)
 
 
 def _needed(columns, filters):
