@@ -11,6 +11,12 @@ algorithm bit outside the mask or a size over the maximum length. "Device"
 memory is host memory (numpy arrays); copies are memmoves; streams are
 synchronous. It has the methods of :class:`dask_hwdecomp.gpu.engine.EngineDriver`.
 
+The batch's CRC-32s (gzip trailers, Parquet page CRCs) run through the ops
+object's ``checksummer``: on a real GPU nvCOMP's ``nvcompBatchedCRC32Async``,
+here :class:`StandinCrc`, the same contract on host memory (zlib's CRC-32 of
+each chunk named by the device arrays of pointers and sizes). It records
+every chunk it hashed, so tests can check which bytes the backend checks.
+
 Corrupt input is undefined behaviour on the engine. By default the stand-in
 reports 0 bytes for such a page; ``fault`` makes it do what nvCOMP 6.0 was
 seen to do on the H200 instead (gpu-facts.md §2), to test the GPU sidecar:
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import zlib
 import signal
 import threading
 
@@ -55,6 +62,28 @@ def _not_supported(what: str) -> CudaError:
     return CudaError(f"CUDA_ERROR_NOT_SUPPORTED: {what}", code=801, name="CUDA_ERROR_NOT_SUPPORTED")
 
 
+class StandinCrc:
+    """``nvcompBatchedCRC32Async``'s contract (CRC-32/PKZIP, one segment) on host memory.
+
+    ``chunks`` lists every ``(address, bytes)`` hashed, in call order.
+    """
+
+    def __init__(self):
+        self.chunks: list[tuple[int, bytes]] = []
+        self.calls = 0
+
+    def crc32_batch(self, ptrs: int, sizes: int, count: int, out: int, max_bytes: int, stream) -> None:
+        self.calls += 1
+        addrs = np.ctypeslib.as_array((ctypes.c_uint64 * count).from_address(ptrs))
+        lens = np.ctypeslib.as_array((ctypes.c_uint64 * count).from_address(sizes))
+        results = np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(out))
+        for k in range(count):
+            assert lens[k] <= max_bytes, "max_bytes must bound every chunk"
+            data = ctypes.string_at(int(addrs[k]), int(lens[k]))
+            self.chunks.append((int(addrs[k]), data))
+            results[k] = zlib.crc32(data)
+
+
 class StandinEngine:
     """The engine contract on host memory.
 
@@ -81,6 +110,7 @@ class StandinEngine:
         self._live: dict[int, np.ndarray] = {}
         self.calls: list[np.ndarray] = []  # copies of every params array submitted
         self.device_allocations = 0
+        self.checksummer = StandinCrc()
 
     def describe(self) -> str:
         return "stand-in engine"

@@ -167,8 +167,9 @@ def create(options: Options):
     device = Device(0)
     try:
         device.activate()
-        ops = CudaOps(device)
-        launcher = NvcompLauncher(NvcompLib(find_library()), ops)
+        lib = NvcompLib(find_library())
+        ops = CudaOps(device, checksummer=lib)
+        launcher = NvcompLauncher(lib, ops)
         return GpuBackend("nvcomp", ops, launcher, options, owned=[device])
     except BaseException:
         device.close()

@@ -28,11 +28,13 @@ def _corrupt(job: Job, what: str) -> CorruptPageError:
     return CorruptPageError(f"{job.algo.value} stream rejected before the GPU: {what}", job.location)
 
 
-def zstd_frames(data, job: Job) -> int:
+def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
     """Walk every frame and block header of a Zstd page; the declared content total.
 
     Returns the sum of the frames' declared content sizes (-1 if a frame
-    declares none).
+    declares none). ``checksums``, when given, gets one
+    ``(content_size, checksum)`` per frame (size -1 if undeclared, checksum
+    None if the frame carries none).
 
     Raises
     ------
@@ -116,10 +118,14 @@ def zstd_frames(data, job: Job) -> int:
                 break
         if fcs >= 0 and produced > fcs:
             raise _corrupt(job, f"raw/RLE blocks produce {produced} bytes, the frame declares {fcs}")
+        stored = None
         if checksum:
             pos += 4
             if pos > n:
                 raise _corrupt(job, "frame checksum runs past the page")
+            stored = int.from_bytes(data[pos - 4 : pos], "little")
+        if checksums is not None:
+            checksums.append((fcs, stored))
     if total > job.dst_size:
         raise _corrupt(job, f"frames declare {total} bytes, the page {job.dst_size}")
     return total

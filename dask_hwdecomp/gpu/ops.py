@@ -8,7 +8,9 @@ stand-in that keeps "device" memory on the host (``tests/standin_engine.py``).
 ``activate()``, ``new_stream()``, ``alloc_device(nbytes, stream)``,
 ``alloc_host(nbytes)`` (pinned), ``htod(dst, src, n, stream)``,
 ``dtoh(dst, src, n, stream)``, ``synchronize(stream)``, ``describe()``, and
-optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere).
+optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere) and
+``checksummer`` (an object with ``crc32_batch``, see
+:mod:`dask_hwdecomp.gpu.checksums`; None: CRCs are computed on the host).
 Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 """
 
@@ -53,10 +55,19 @@ class CudaOps:
     ----------
     device : Device
         Not owned: the caller closes it after this object.
+    checksummer : NvcompLib, optional
+        Runs a batch's CRC-32s on the device; by default nvCOMP's where it
+        is installed (None without it: the CRCs are computed on the host).
     """
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Device, checksummer=None):
         self.device = device
+        if checksummer is None:
+            from .nvcomp_lib import NvcompLib, find_library
+
+            path = find_library()
+            checksummer = NvcompLib(path) if path is not None else None
+        self.checksummer = checksummer
 
     def describe(self) -> str:
         return self.device.describe()
