@@ -294,6 +294,9 @@ def test_page_crc_flips_are_refused_through_the_engine_stand_in(tmp_path, engine
     path = cc.write(tmp_path / f"{codec}.parquet", codec, checksums=True)
     got = dask_hwdecomp.read_table(path, backend="hardware", verify_checksums=True)
     assert got.equals(pq.read_table(path, page_checksum_verification=True))
+    # The page CRC-32s ran in the engine's batches, through its checksummer.
+    pages = [p for p in cc._pages(path)]
+    assert len(engine_route.checksummer.chunks) >= len(pages)
     for case in cc.page_crc_flips(path, limit=3):
         bad = tmp_path / "bad.parquet"
         bad.write_bytes(case.data)
