@@ -42,7 +42,7 @@ ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 
 
 def _checked_batch(seed=1, n=24):
-    """A generated batch where every DEFLATE job has its gzip CRC-32 and every third job a page CRC.
+    """A generated batch where every DEFLATE job has its gzip CRC-32 and every fourth job a page CRC.
 
     The "page" of a job is its input with the bytes before it (a header
     stand-in), as a Parquet page's stored bytes include the v2 levels and
@@ -52,7 +52,7 @@ def _checked_batch(seed=1, n=24):
     for k, (job, data) in enumerate(zip(jobs, expected)):
         if job.algo is Algo.DEFLATE:
             job.crc32 = zlib.crc32(data)
-        if k % 3 == 0:
+        if k % 4 == 0:  # every algorithm gets some
             start = job.src_offset - 1
             page = bytes(src[start : job.src_offset + job.src_size])
             job.page_crc = PageCrc(start, len(page), zlib.crc32(page))
@@ -139,6 +139,25 @@ def test_page_crc_mismatch_is_a_checksum_error_before_the_decoder_speaks(engine,
     assert info.value.location == bad.location
     page = bytes(src[bad.page_crc.offset : bad.page_crc.offset + bad.page_crc.size])
     assert f"({zlib.crc32(page):#010x})" in str(info.value)
+
+
+@pytest.mark.parametrize("only_bad", [False, True])
+def test_a_page_whose_crc_fails_never_reaches_the_decoder(only_bad):
+    # Corrupt content can hang or poison a GPU decoder; with verify_checksums
+    # the page CRC-32s run first and such a page is not submitted. The
+    # stand-in raises an illegal address if the corrupt page reaches it.
+    engine = StandinEngine(mask=7, max_length=4 << 20, fault="illegal_address")
+    jobs, src, dst_len, expected = _checked_batch()
+    # LZ4 and deflate have no framing the host checks: only the decoder would see it.
+    bad = [j for j in jobs if j.page_crc is not None and j.algo is Algo.LZ4][0]
+    noise = np.random.default_rng(9).integers(0, 256, bad.src_size, dtype=np.uint8).tobytes()
+    src[bad.src_offset : bad.src_offset + bad.src_size] = noise
+    if only_bad:
+        jobs = [bad]
+    with create_with(engine, OPTS) as b, pytest.raises(ChecksumError, match="page CRC-32") as info:
+        run_batch(b, jobs, src, dst_len)
+    assert info.value.location == bad.location
+    assert sum(len(call) for call in engine.calls) == len(jobs) - 1
 
 
 def test_cpu_backend_raises_the_same_checksum_errors():

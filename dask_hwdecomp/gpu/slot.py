@@ -1,9 +1,11 @@
 """One stream with its own arena and scratch: runs one merged batch at a time.
 
 A :class:`Slot` executes a batch in stream order: inputs in, the backend's
-launch (its metadata copy and its batched call or calls), the batch's CRC-32
-checks (:mod:`dask_hwdecomp.gpu.checksums`), outputs out, one
-synchronisation, then the per-job results are read on the host.
+launch (its metadata copy and its batched call or calls), the CRC-32s of its
+outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
+one synchronisation, then the per-job results are read on the host. With
+page CRC-32s (``verify_checksums``) those run first, with a synchronisation
+of their own, and a page whose stored bytes fail never reaches the decoder.
 Everything of a batch is on the slot's one stream (gpu-facts.md §2 hazard a).
 """
 
@@ -87,28 +89,23 @@ class Slot:
             The batch as a whole failed.
         """
         ops, stream = self.ops, self.stream
-        plan = place(parts, self.launcher.input_align, self.launcher.order)
-        dev_bytes, host_bytes, state = self.launcher.prepare(plan.jobs, stream)
-        crcs = CrcRun(crc_checks(plan), getattr(ops, "checksummer", None))
-        scratch_off = plan.nbytes
-        crc_dev_off = scratch_off + _up(dev_bytes)
-        crc_host_off = _up(host_bytes, 8)
-        base = self.arena.ensure(crc_dev_off + crcs.device_bytes + DEVICE_ALIGN)
-        host = self.scratch.ensure(max(crc_host_off + crcs.host_bytes, 1))
+        launcher = self.launcher
+        plan = place(parts, launcher.input_align, launcher.order)
+        n = len(plan.jobs)
+        dev_bytes, host_bytes, state = launcher.prepare(plan.jobs, stream)
+        checks = crc_checks(plan)
+        checksummer = getattr(ops, "checksummer", None)
+        pages = CrcRun([c for c in checks if c.kind == "page"], checksummer)
+        outputs = CrcRun([c for c in checks if c.kind != "page"], checksummer)
+        # Arena: inputs and outputs, the launcher's scratch, then each CRC run's.
+        pages_dev = plan.nbytes + _up(dev_bytes)
+        outputs_dev = pages_dev + pages.device_bytes
+        pages_host = _up(host_bytes, 8)
+        outputs_host = pages_host + pages.host_bytes
+        base = self.arena.ensure(outputs_dev + outputs.device_bytes + DEVICE_ALIGN)
+        host_ptr, host_view = host = self.scratch.ensure(max(outputs_host + outputs.host_bytes, 1))
         src_addr = [address_of(p.src) for p in parts]
         dst_addr = [address_of(p.dst) for p in parts]
-        for p, host_off, dev_off, n in plan.h2d:
-            if n:
-                ops.htod(base + dev_off, src_addr[p] + host_off, n, stream)
-        src_ptrs = plan.src_dev + np.uint64(base)
-        dst_ptrs = plan.dst_dev + np.uint64(base)
-        collect = self.launcher.launch(state, stream, src_ptrs, dst_ptrs, base + scratch_off, host)
-        crcs.launch(ops, stream, base, base + crc_dev_off, host[0] + crc_host_off, host[1][crc_host_off:])
-        for p, dev_off, host_off, n in plan.d2h:
-            if n:
-                ops.dtoh(dst_addr[p] + host_off, base + dev_off, n, stream)
-        ops.synchronize(stream)
-        actual, status = collect()
 
         def host_bytes_of(check):
             job, part = plan.jobs[check.index], parts[int(plan.part_of[check.index])]
@@ -116,16 +113,53 @@ class Slot:
                 return part.src[job.page_crc.offset : job.page_crc.offset + job.page_crc.size]
             return part.dst[job.dst_offset : job.dst_offset + job.dst_size]
 
-        mismatched = crcs.mismatches(host_bytes_of)
+        for p, host_off, dev_off, nbytes in plan.h2d:
+            if nbytes:
+                ops.htod(base + dev_off, src_addr[p] + host_off, nbytes, stream)
+        src_ptrs = plan.src_dev + np.uint64(base)
+        dst_ptrs = plan.dst_dev + np.uint64(base)
+        bad_pages: dict = {}
+        if pages.checks:
+            # verify_checksums: the page CRC-32s first, and only pages whose
+            # stored bytes are intact reach the decoder (corrupt content can
+            # hang nvCOMP); one more synchronisation, only in this mode.
+            pages.launch(ops, stream, base, base + pages_dev, host_ptr + pages_host, host_view[pages_host:])
+            ops.synchronize(stream)
+            bad_pages = pages.mismatches(host_bytes_of)
+        keep = np.array([k for k in range(n) if k not in bad_pages], dtype=np.int64)
+        if bad_pages and len(keep):
+            sub = [plan.jobs[k] for k in keep]
+            sub_dev, sub_host, sub_state = launcher.prepare(sub, stream)
+            if sub_dev <= dev_bytes and sub_host <= host_bytes:  # fits the scratch reserved
+                state = sub_state
+            else:  # decode them all: the page CRC still names the bad ones
+                keep = np.arange(n, dtype=np.int64)
+        elif not bad_pages:
+            keep = np.arange(n, dtype=np.int64)
+        collect = None
+        if len(keep):
+            collect = launcher.launch(state, stream, src_ptrs[keep], dst_ptrs[keep], base + plan.nbytes, host)
+            outputs.launch(ops, stream, base, base + outputs_dev, host_ptr + outputs_host, host_view[outputs_host:])
+        for p, dev_off, host_off, nbytes in plan.d2h:
+            if nbytes:
+                ops.dtoh(dst_addr[p] + host_off, base + dev_off, nbytes, stream)
+        ops.synchronize(stream)
+        actual = np.zeros(n, dtype=np.uint64)
+        status = np.zeros(n, dtype=np.int32)
+        if collect is not None:
+            actual[keep], status[keep] = collect()
+        mismatched = outputs.mismatches(host_bytes_of) if collect is not None else {}
+        for k, found in bad_pages.items():
+            mismatched.setdefault(k, []).extend(found)
         failures: list[list[Failure]] = [[] for _ in parts]
-        expected = np.fromiter((j.dst_size for j in plan.jobs), dtype=np.int64, count=len(plan.jobs))
+        expected = np.fromiter((j.dst_size for j in plan.jobs), dtype=np.int64, count=n)
         bad = set(np.nonzero((actual.astype(np.int64) != expected) | (status != 0))[0].tolist())
         for k in sorted(bad | set(mismatched)):
-            text = self.launcher.status_text(int(status[k])) if status[k] != 0 else None
-            checks = {m.kind: m for m in mismatched.get(k, ())}
+            text = launcher.status_text(int(status[k])) if status[k] != 0 else None
+            found = {m.kind: m for m in mismatched.get(k, ())}
             # Bad stored bytes explain everything after them; a gzip CRC
             # speaks only for an output of the right size.
-            why = checks.get("page") or (None if k in bad else checks.get("gzip"))
+            why = found.get("page") or (None if k in bad else found.get("gzip"))
             failures[int(plan.part_of[k])].append(Failure(plan.jobs[k], int(actual[k]), text, why))
         return failures
 
