@@ -24,7 +24,7 @@ from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.decompress.isolated import IsolatedBackend
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.decompress.validate import zstd_frames
-from dask_hwdecomp.errors import ChecksumError, CorruptPageError, PageLocation
+from dask_hwdecomp.errors import ChecksumError, PageLocation
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.format.layout import Job, PageCrc
 from dask_hwdecomp.format.xxh64 import content_checksum_matches, xxh64
@@ -231,6 +231,23 @@ def test_content_checksum_matches_agrees_with_xxh64(n):
     data = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8).tobytes()
     assert content_checksum_matches(data, xxh64(data) & 0xFFFFFFFF)
     assert not content_checksum_matches(data, (xxh64(data) ^ 1) & 0xFFFFFFFF)
+
+
+def test_the_gpu_host_checks_collect_each_zstd_frames_checksum():
+    from dask_hwdecomp.decompress.validate import check_job
+
+    a, b = bytes(range(200)) * 30, b"xyz" * 999
+    page = cc.raw_zstd_frame(a) + bytes(cc.raw_zstd_frame(b)[:-4])  # second frame: flag cleared below
+    second = len(cc.raw_zstd_frame(a))
+    page = bytearray(page)
+    page[second + 4] &= ~0x04
+    job = Job(Algo.ZSTD, 0, len(page), 0, len(a) + len(b), 6, PageLocation("f", 0, "c", 0))
+    frames: list = []
+    check_job(job, len(page), job.dst_size, memoryview(bytes(page)), 1 << 30, frames)
+    assert frames == [(len(a), xxh64(a) & 0xFFFFFFFF), (len(b), None)]
+    _check_zstd_content(job, frames, memoryview(bytes(page)), memoryview(a + b), "test")
+    with pytest.raises(ChecksumError, match="frame 0"):
+        _check_zstd_content(job, frames, memoryview(bytes(page)), memoryview(bytes([a[0] ^ 1]) + a[1:] + b), "test")
 
 
 def test_host_check_of_zstd_frames_names_the_frame_and_both_values():

@@ -34,7 +34,7 @@ from ..gpu.slot import Slot
 from ..gpu.staging import Part
 from ..options import Options
 from .protocol import gzip_crc_error, size_mismatch
-from .validate import check_job, zstd_frames
+from .validate import check_job
 
 __all__ = ["GpuBackend", "pinned_cap"]
 
@@ -133,19 +133,17 @@ class GpuBackend:
         for i, job in enumerate(jobs):
             if job.algo not in self.algorithms:
                 raise CorruptPageError(f"{job.algo.value} is not decoded by {self.name}", job.location)
+            frames: list | None = [] if job.algo is Algo.ZSTD and not verifies_zstd else None
             try:
-                check_job(job, src_len, dst_len, src, limit)
+                check_job(job, src_len, dst_len, src, limit, frames)
             except CorruptPageError:
                 pc = job.page_crc
                 if pc is not None and 0 <= pc.offset and pc.offset + pc.size <= src_len:
                     # Bad stored bytes: say so, as pyarrow does.
                     check_page_crc(src[pc.offset : pc.offset + pc.size], pc.value, job.location)
                 raise
-            if job.algo is Algo.ZSTD and not verifies_zstd:
-                frames: list = []
-                zstd_frames(src[job.src_offset : job.src_offset + job.src_size], job, frames)
-                if any(stored is not None for _, stored in frames):
-                    zstd_sums[i] = frames
+            if frames and any(stored is not None for _, stored in frames):
+                zstd_sums[i] = frames
         parts = [Part(chunk, src, dst, protect) for chunk in _split(jobs, self.options.batch_bytes)]
         results = self._batcher.run(parts)
         failed = [f for failures in results for f in failures]

@@ -131,7 +131,7 @@ def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
     return total
 
 
-def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None:
+def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int, zstd_checksums: list | None = None) -> None:
     """Reject a job that could make a GPU decoder read or write out of bounds.
 
     Parameters
@@ -143,6 +143,8 @@ def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None
         The batch source (the job's input is read from it).
     max_bytes : int
         Largest input or output the decoder accepts.
+    zstd_checksums : list, optional
+        Gets each Zstd frame's ``(content_size, checksum)`` (see :func:`zstd_frames`).
 
     Raises
     ------
@@ -160,4 +162,4 @@ def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None
         if declared != job.dst_size:
             raise _corrupt(job, f"snappy block declares {declared} bytes, the page {job.dst_size}")
     elif job.algo is Algo.ZSTD:
-        zstd_frames(data, job)
+        zstd_frames(data, job, zstd_checksums)
