@@ -48,6 +48,19 @@ class HostAllocation(DeviceAllocation):
     """Pinned host memory from ``cuMemHostAlloc``, owned."""
 
 
+def _nvcomp_or_none():
+    """nvCOMP's bindings where the library loads, else None (CRCs then run on the host)."""
+    from .nvcomp_lib import NvcompLib, find_library
+
+    path = find_library()
+    if path is None:
+        return None
+    try:
+        return NvcompLib(path)
+    except (OSError, AttributeError):  # not loadable, or an nvCOMP without the batched CRC-32
+        return None
+
+
 class CudaOps:
     """Memory operations on one CUDA device, through the driver API.
 
@@ -63,10 +76,7 @@ class CudaOps:
     def __init__(self, device: Device, checksummer=None):
         self.device = device
         if checksummer is None:
-            from .nvcomp_lib import NvcompLib, find_library
-
-            path = find_library()
-            checksummer = NvcompLib(path) if path is not None else None
+            checksummer = _nvcomp_or_none()
         self.checksummer = checksummer
 
     def describe(self) -> str:
