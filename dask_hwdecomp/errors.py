@@ -94,7 +94,12 @@ class CorruptDataError(HwdecompError):
 
 
 class ChecksumError(CorruptPageError):
-    """A page's CRC-32 does not match its bytes (``verify_checksums=True``)."""
+    """A checksum does not match: a page's CRC-32 (``verify_checksums=True``),
+    a gzip member's CRC-32 or a Zstd frame's content checksum (always).
+
+    The message gives the expected and the actual value. It is the data's
+    fault, not the decoder's: ``cpu_retry`` never redoes such a page.
+    """
 
 
 class UnsupportedFeatureError(HwdecompError):

@@ -53,8 +53,10 @@ class Options:
         Byte budget of one batched decompression call (uncompressed bytes).
         A partition whose pages exceed it is decompressed in several calls.
     verify_checksums : bool
-        Check each page's CRC-32 where the writer stored one; a mismatch
-        raises :class:`~dask_hwdecomp.errors.ChecksumError`.
+        Also check each page's CRC-32 where the writer stored one (on the
+        GPU for GPU batches); a mismatch raises
+        :class:`~dask_hwdecomp.errors.ChecksumError`. A GZIP page's CRC-32
+        and a Zstd frame's content checksum are always checked.
     max_page_bytes : int
         Largest uncompressed page accepted; a bigger declared size raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before anything is

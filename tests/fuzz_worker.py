@@ -1,6 +1,7 @@
 """Child process of the fuzz harness (tests/fuzzing.py): reads cases, answers verdicts.
 
-Protocol, one JSON object per line: the parent sends ``{"path": ..., "backend": ...}``;
+Protocol, one JSON object per line: the parent sends ``{"path": ..., "backend": ...}``
+(and optionally ``"options"``, further ``read_table`` keywords);
 the child answers ``{"stage": "ours"}`` and ``{"stage": "pyarrow"}`` as it
 starts each read (so that a crash or hang is attributed to the right
 reader), then ``{"verdict": ..., "detail": ...}``. The address space is
@@ -37,12 +38,12 @@ def _memory_error(exc: BaseException | None) -> bool:
     return False
 
 
-def run_case(path: str, backend: str) -> dict:
+def run_case(path: str, backend: str, options: dict | None = None) -> dict:
     _send({"stage": "ours"})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            got, ours = dask_hwdecomp.read_table(path, backend=backend), None
+            got, ours = dask_hwdecomp.read_table(path, backend=backend, **(options or {})), None
         except Exception as exc:  # classified below: the point of the test
             got, ours = None, exc
     fell_back = any(issubclass(w.category, HwdecompFallbackWarning) for w in caught)
@@ -80,7 +81,7 @@ def main() -> None:
     _send({"ready": True})
     for line in sys.stdin:
         case = json.loads(line)
-        _send(run_case(case["path"], case.get("backend", "cpu")))
+        _send(run_case(case["path"], case.get("backend", "cpu"), case.get("options")))
 
 
 if __name__ == "__main__":

@@ -350,14 +350,14 @@ class Harness:
             self.proc.stdin.close()
         self._stop()
 
-    def run(self, data: bytes, label: str, backend: str = "cpu") -> str:
-        """Run one mutant; returns (and records) its verdict."""
+    def run(self, data: bytes, label: str, backend: str = "cpu", options: dict | None = None) -> str:
+        """Run one mutant; returns (and records) its verdict (``options``: more ``read_table`` keywords)."""
         if self.proc is None:
             self._start()
         self._n += 1
         path = self.workdir / f"case{self._n % 2}.parquet"
         path.write_bytes(data)
-        self.proc.stdin.write(json.dumps({"path": str(path), "backend": backend}) + "\n")
+        self.proc.stdin.write(json.dumps({"path": str(path), "backend": backend, "options": options}) + "\n")
         self.proc.stdin.flush()
         stage = "start"
         deadline = time.monotonic() + self.timeout

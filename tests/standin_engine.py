@@ -48,6 +48,12 @@ The rules:
   leaves its ``dstActBytes`` slot untouched: callers zero the slots first
   [nvcomp, xgb: "WAR for HW only setting 32 lsb for this value"].
 
+The batch's CRC-32s (gzip trailers, Parquet page CRCs) run through the ops
+object's ``checksummer``: on a real GPU nvCOMP's ``nvcompBatchedCRC32Async``,
+here :class:`StandinCrc`, the same contract on host memory (zlib's CRC-32 of
+each chunk named by the device arrays of pointers and sizes). It records
+every chunk it hashed, so tests can check which bytes the backend checks.
+
 Corrupt input is undefined behaviour on the engine. ``fault`` makes a failed
 operation do what nvCOMP 6.0 was seen to do on the H200 instead, to test the
 GPU sidecar: ``"die"`` (the process is gone), ``"hang"`` (synchronising never
@@ -67,6 +73,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import os
+import zlib
 import signal
 import threading
 
@@ -155,6 +162,33 @@ def _invalid(what: str, index: int) -> EngineCallError:
                            name="CUDA_ERROR_INVALID_VALUE", index=index)
 
 
+class StandinCrc:
+    """``nvcompBatchedCRC32Async``'s contract (CRC-32/PKZIP, one segment) on host memory.
+
+    ``chunks`` lists every ``(address, bytes)`` hashed, in call order.
+    """
+
+    def __init__(self):
+        self.chunks: list[tuple[int, bytes]] = []
+        self.calls = 0
+
+    def crc32_batch(self, ptrs: int, sizes: int, count: int, out: int, max_bytes: int, stream) -> None:
+        self.calls += 1
+        # Stream-ordered like every other piece of work: it reads the
+        # pointers and the data when the stream reaches it.
+        stream.queue.append(lambda: self._run(ptrs, sizes, count, out, max_bytes))
+
+    def _run(self, ptrs: int, sizes: int, count: int, out: int, max_bytes: int) -> None:
+        addrs = np.ctypeslib.as_array((ctypes.c_uint64 * count).from_address(ptrs))
+        lens = np.ctypeslib.as_array((ctypes.c_uint64 * count).from_address(sizes))
+        results = np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(out))
+        for k in range(count):
+            assert lens[k] <= max_bytes, "max_bytes must bound every chunk"
+            data = ctypes.string_at(int(addrs[k]), int(lens[k]))
+            self.chunks.append((int(addrs[k]), data))
+            results[k] = zlib.crc32(data)
+
+
 class StandinEngine:
     """The engine contract on host memory (see the module docstring).
 
@@ -190,6 +224,7 @@ class StandinEngine:
         self.calls: list[np.ndarray] = []  # copies of every params array submitted
         self.device_allocations = 0
         self.failed_operations = 0
+        self.checksummer = StandinCrc()
 
     def describe(self) -> str:
         return "stand-in engine"

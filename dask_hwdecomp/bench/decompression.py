@@ -6,6 +6,10 @@ decompression and the copies back. Figures are GB/s of output.
 
 - The CPU pool is measured on one thread and on all cores; its sweep splits
   the pages into calls of N pages.
+- The cost of the checksums (:func:`checksum_cost`): each GPU backend and
+  codec with no checksum, the default ones (a GZIP page's CRC-32) and those
+  of ``verify_checksums`` (plus the page CRC-32 of every page's stored
+  bytes), interleaved per repeat, in the backend's default configuration.
 - A GPU backend is measured with the default options, then swept over
   ``batch_bytes`` (N pages of 1 MiB per batched call) × ``streams``, all
   pages handed over in one ``decompress`` call that the backend cuts into
@@ -25,7 +29,8 @@ from ..options import Options
 from .pages import PageSet
 from .stats import summarize
 
-__all__ = ["GPU_BACKENDS", "open_backends", "time_backend", "measure_backends", "sweep"]
+__all__ = ["GPU_BACKENDS", "open_backends", "time_backend", "measure_backends", "sweep", "checksum_cost",
+           "CHECKS"]
 
 GPU_BACKENDS = ("nvcomp", "hardware")
 
@@ -211,5 +216,48 @@ def sweep(factories: dict, page_sets: dict, pages_per_call, streams, repeats: in
                 finally:
                     bufs.close()
         finally:
+            holder.close()
+    return out
+
+
+CHECKS = ("none", "default", "verify")
+
+
+def checksum_cost(factories: dict, page_sets: dict, repeats: int, tick=None) -> dict:
+    """GB/s of each GPU backend per codec with the checksums of :data:`CHECKS`.
+
+    The variants alternate within each repeat so that drift hits them alike.
+
+    Returns
+    -------
+    dict
+        ``{label: {codec: {check: {"gbps": summary}}}}``; a failure is
+        ``{"error": ...}`` for that pair.
+    """
+    out: dict = {}
+    for label, factory in factories.items():
+        if label.startswith("cpu"):
+            continue
+        out[label] = {}
+        holder = _holder(factory, page_sets)
+        backend = factory()
+        try:
+            for codec, pages in page_sets.items():
+                variants = {check: pages.with_checks(check) for check in CHECKS}
+                bufs = _Buffers(holder, pages)
+                try:
+                    rates: dict = {check: [] for check in CHECKS}
+                    for _ in range(repeats):
+                        for check, ps in variants.items():
+                            rates[check].append(time_backend(backend, ps, 1, buffers=bufs)["gbps"]["median"])
+                    out[label][codec] = {check: {"gbps": summarize(r)} for check, r in rates.items()}
+                except Exception as exc:  # the report shows it; the run goes on
+                    out[label][codec] = {"error": f"{type(exc).__name__}: {exc}"}
+                finally:
+                    bufs.close()
+                if tick:
+                    tick()
+        finally:
+            backend.close()
             holder.close()
     return out

@@ -9,7 +9,9 @@ its header and trailer are stripped), LZ4 block, zstd frame.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ import cramjam
 
 from ..errors import PageLocation
 from ..format.codecs import Algo, preamble_of
-from ..format.layout import Job
+from ..format.layout import Job, PageCrc
 from ..format.structs import Codec
 
 __all__ = ["PAGE_CODECS", "PageSet", "read_plain_pages", "compress_pages"]
@@ -54,6 +56,23 @@ class PageSet:
     @property
     def ratio(self) -> float:
         return self.out_bytes / max(1, len(self.src))
+
+    def with_checks(self, checks: str) -> "PageSet":
+        """The same pages with the checksums of ``checks`` on the jobs.
+
+        ``"none"``: no checksum; ``"default"``: what a read checks by
+        default (a GZIP page's CRC-32); ``"verify"``: also the page CRC-32
+        over each page's stored bytes (``verify_checksums``).
+        """
+        jobs = []
+        for job in self.jobs:
+            gzip_crc = job.crc32 if checks != "none" else None
+            page_crc = None
+            if checks == "verify":
+                data = self.src[job.src_offset : job.src_offset + job.src_size]
+                page_crc = PageCrc(job.src_offset, job.src_size, zlib.crc32(data))
+            jobs.append(dataclasses.replace(job, crc32=gzip_crc, page_crc=page_crc))
+        return PageSet(self.codec, self.src, jobs, self.out_bytes)
 
     def head(self, n: int) -> "PageSet":
         """The first ``n`` pages (their offsets are unchanged)."""
@@ -109,9 +128,11 @@ def compress_pages(codec: str, pages: list[bytes], threads: int | None = None) -
         pad = -src_off % 4
         src_off += pad
         blobs[i] = b"\0" * pad + blob
+        # A GZIP page's deflate job carries its trailer's CRC-32, as in a real read.
+        crc = zlib.crc32(page) if parquet_codec == Codec.GZIP else None
         jobs.append(
             Job(algo, src_off, len(blob), dst_off, len(page), int(parquet_codec), PageLocation(file="bench", page=i),
-                preamble=preamble_of(algo, blob))
+                crc, preamble=preamble_of(algo, blob))
         )
         src_off += len(blob)
         dst_off += len(page)

@@ -135,6 +135,7 @@ def _decompress_section(results: dict) -> list[str]:
                     by = {p["pages_per_call"]: p for p in pts if p["streams"] == s}
                     rows.append([label, codec, str(s or "–")] + [(_fmt(by[n]["gbps"], 1) if n in by and "gbps" in by[n] else "–") for n in sizes])
         lines += _table(["backend", "codec", "streams"] + [str(n) for n in sizes], rows)
+    lines += _checksum_section(dec.get("checksums", {}))
     return lines
 
 
@@ -143,6 +144,25 @@ _TARGETS_NOTE = (
     "files, then against pyarrow reading an uncompressed copy (what decoding alone allows), then decompression "
     "alone. Ratios are of medians."
 )
+def _checksum_section(cost: dict) -> list[str]:
+    """GB/s with no checksum, the default ones, and verify_checksums; the cost in %."""
+    if not cost:
+        return []
+    lines = ["", "Checksums (GB/s of output, median; cost against none): default = a GZIP page's "
+             "CRC-32 (always on), verify = plus every page's CRC-32 (`verify_checksums`):", ""]
+    rows = []
+    for label, per_codec in cost.items():
+        for codec, fig in per_codec.items():
+            if "error" in fig:
+                rows.append([label, codec, fig["error"][:80], "", ""])
+                continue
+            base = fig["none"]["gbps"]["median"]
+            cells = []
+            for check in ("default", "verify"):
+                m = fig[check]["gbps"]["median"]
+                cells.append(f"{_num(m)} ({100 * (base - m) / base:+.1f}%)" if base and m else "–")
+            rows.append([label, codec, _num(base)] + cells)
+    return lines + _table(["backend", "codec", "none", "default", "verify"], rows)
 
 
 def _targets_section(checks: list[dict]) -> list[str]:

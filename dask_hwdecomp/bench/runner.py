@@ -11,6 +11,10 @@ The parts, each selectable:
     Pinned and pageable copy bandwidth (decompression's physical limit).
 ``sweep``
     Pages per batched call, and streams for GPU backends.
+``checksums``
+    What the checksums cost each GPU backend, decompression alone: none,
+    the default ones (a GZIP page's CRC-32), and ``verify_checksums``'s
+    page CRC-32 on top (all computed on the device in the batch).
 
 Results are written after every part, so a run cut short keeps what it
 measured. The generated datasets are removed at the end unless
@@ -33,7 +37,7 @@ from .system import format_system, system_info
 
 __all__ = ["BenchConfig", "run_bench", "rerender", "remove_generated", "PARTS", "SCHEDULERS"]
 
-PARTS = ("e2e", "decompress", "copy", "sweep")
+PARTS = ("e2e", "decompress", "copy", "sweep", "checksums")
 SCHEDULERS = ("distributed", "threads")
 
 
@@ -207,6 +211,13 @@ def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
             # Sweep points are many: at most two timed repeats each.
             dec["sweep"] = sweep(factories, sets, cfg.pages_per_call, cfg.streams, min(cfg.repeats, 2), tick=bar.update)
         _save(cfg, results)
+    if "checksums" in cfg.parts:
+        from .decompression import checksum_cost
+
+        n_gpu = sum(not k.startswith("cpu") for k in factories)
+        with _bar(cfg, n_gpu * len(sets), "checksum cost") as bar:
+            dec["checksums"] = checksum_cost(factories, sets, cfg.repeats, tick=bar.update)
+        _save(cfg, results)
 
 
 def rerender(out_dir) -> dict:
@@ -274,7 +285,7 @@ def _run(cfg: BenchConfig) -> dict:
         if "skipped" in results["copy_bandwidth"]:
             results["skipped"]["copy bandwidth"] = results["copy_bandwidth"]["skipped"]
         _save(cfg, results)
-    if "decompress" in cfg.parts or "sweep" in cfg.parts:
+    if {"decompress", "sweep", "checksums"} & set(cfg.parts):
         _decompress(cfg, datasets, results)
     if "e2e" in cfg.parts:
         _e2e(cfg, datasets, results)

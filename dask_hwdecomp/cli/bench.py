@@ -67,7 +67,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--codecs", type=_names, default="snappy,gzip,lz4_raw,zstd", help="codecs written (uncompressed always)")
     p.add_argument("--files", type=int, default=16, help="files per codec")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats of each figure")
-    p.add_argument("--parts", type=_names, default="e2e,decompress,copy,sweep", help="what to measure")
+    p.add_argument("--parts", type=_names, default="e2e,decompress,copy,sweep,checksums", help="what to measure")
     p.add_argument("--schedulers", type=_names, default="distributed,threads", help="end-to-end schedulers")
     p.add_argument("--cluster", type=_shape, default=None, help="WORKERSxTHREADS (default: 4 workers sharing all cores)")
     p.add_argument("--backends", type=_names, default="auto,cpu,nvcomp,hardware", help="hwdecomp backends compared")

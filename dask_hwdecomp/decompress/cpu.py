@@ -16,10 +16,11 @@ from typing import Sequence
 import cramjam
 import numpy as np
 
-from ..errors import CorruptPageError
+from ..errors import ChecksumError, CorruptPageError
 from ..format.codecs import Algo
 from ..format.layout import Job
-from .protocol import size_mismatch
+from ..format.pages import check_page_crc
+from .protocol import gzip_crc_error, size_mismatch
 
 __all__ = ["CpuBackend", "decompress_one"]
 
@@ -38,29 +39,63 @@ _TASK_BYTES = 4 << 20
 
 
 def decompress_one(job: Job, src: memoryview, dst: memoryview, backend: str = "cpu") -> None:
-    """Decompress one job on this thread, checking size and gzip CRC.
+    """Decompress one job on this thread, checking sizes and checksums.
+
+    The page CRC-32 (``verify_checksums``) is checked first, as pyarrow
+    does; then the output size, the gzip trailer's CRC-32 (ISIZE is the
+    size), and a Zstd frame's content checksum (libzstd checks it).
 
     Raises
     ------
+    ChecksumError
+        A checksum does not match.
     CorruptPageError
     """
+    if job.page_crc is not None:
+        pc = job.page_crc
+        check_page_crc(src[pc.offset : pc.offset + pc.size], pc.value, job.location)
     out = dst[job.dst_offset : job.dst_offset + job.dst_size]
     data = src[job.src_offset : job.src_offset + job.src_size]
     try:
         written = _INTO[job.algo](data, out)
     except Exception as exc:  # cramjam.DecompressionError and friends
+        text = str(exc)
+        if job.algo in (Algo.ZSTD, Algo.GZIP) and "checksum" in text:
+            raise ChecksumError(
+                f"{job.algo.value} checksum{_zstd_values(job, data, out)} does not match the output "
+                f"on {backend} ({text})",
+                job.location,
+            ) from None
         raise CorruptPageError(
-            f"{job.algo.value} stream does not decompress on {backend} ({exc})", job.location
+            f"{job.algo.value} stream does not decompress on {backend} ({text})", job.location
         ) from None
     if written != job.dst_size:
         raise size_mismatch(job, written, backend)
     if job.crc32 is not None:
         actual = zlib.crc32(out)
         if actual != job.crc32:
-            raise CorruptPageError(
-                f"gzip CRC-32 {job.crc32:#010x} does not match the output ({actual:#010x})",
-                job.location,
-            )
+            raise gzip_crc_error(job, actual, backend)
+
+
+def _zstd_values(job: Job, data, out) -> str:
+    """" <expected> (actual <value>)" for a one-frame Zstd page, else "" (names the values).
+
+    libzstd checks the checksum after writing the content, so ``out`` holds
+    what the frame decoded to.
+    """
+    if job.algo is not Algo.ZSTD:
+        return ""
+    from ..format.xxh64 import xxh64
+    from .validate import zstd_frames
+
+    frames: list = []
+    try:
+        zstd_frames(data, job, frames)
+    except CorruptPageError:
+        return ""
+    if len(frames) != 1 or frames[0][1] is None:
+        return ""
+    return f" {frames[0][1]:#010x} (actual {xxh64(out) & 0xFFFFFFFF:#010x})"
 
 
 class _NumpyBuffer:

@@ -12,25 +12,32 @@ operations have no status of their own) first redoes failed pages on the
 CPU; only a page the CPU rejects too is an error, and ``decompress``
 returns how many pages were redone (the read's report shows them).
 
-Gzip CRC-32: the CPU backend always checks it; a GPU backend checks it on the
-host only with ``verify_checksums=True`` (it costs a pass over the output).
-The output size is always checked.
+Checksums, always checked (a failure is :class:`~dask_hwdecomp.errors.ChecksumError`
+with the expected and actual values): the gzip trailer's CRC-32 of every raw
+deflate output and, with ``verify_checksums``, the Parquet page CRC-32 of
+the stored page bytes, both on the device in the batch (see
+:mod:`dask_hwdecomp.gpu.checksums`); a Zstd frame's content checksum on the
+host (XXH64 through libzstd, see :func:`_check_zstd_content`) unless the
+launcher says its decoder verifies it. The output size is always checked
+(a gzip trailer's ISIZE is the page's size: see ``format/codecs.py``).
 """
 
 from __future__ import annotations
 
-import zlib
 from typing import Sequence
 
-from ..errors import CorruptPageError
+from ..errors import ChecksumError, CorruptPageError
+from ..format.codecs import Algo
 from ..format.layout import Job
+from ..format.pages import check_page_crc, page_crc_error
+from ..format.xxh64 import content_checksum_matches, xxh64
 from ..gpu.batcher import Batcher
 from ..gpu.memory import PinnedPool
 from ..gpu.slot import Slot
 from ..gpu.staging import Part
 from ..options import Options
 from .cpu import decompress_one
-from .protocol import size_mismatch
+from .protocol import gzip_crc_error, size_mismatch
 from .validate import check_job
 
 __all__ = ["GpuBackend", "pinned_cap"]
@@ -122,10 +129,12 @@ class GpuBackend:
 
         Raises
         ------
+        ChecksumError
+            The first page (in ``jobs`` order) whose checksum (page CRC-32,
+            gzip CRC-32, Zstd content checksum) does not match.
         CorruptPageError
             The first page (in ``jobs`` order) that failed host checks, did
-            not decompress, decompressed to the wrong size or (with
-            ``verify_checksums``) the wrong gzip CRC-32 (with
+            not decompress or decompressed to the wrong size (with
             ``redo_on_cpu``: and failed on the CPU too).
         CudaError, NvcompError
             The batch failed as a whole.
@@ -134,15 +143,31 @@ class GpuBackend:
             return 0
         limit = self._launcher.max_input_bytes
         src_len, dst_len = len(src), len(dst)
-        for job in jobs:
+        zstd_sums: dict[int, list] = {}
+        verifies_zstd = getattr(self._launcher, "verifies_zstd_checksum", False)
+        for i, job in enumerate(jobs):
             if job.algo not in self.algorithms:
                 raise CorruptPageError(f"{job.algo.value} is not decoded by {self.name}", job.location)
-            check_job(job, src_len, dst_len, src, limit)
+            frames: list | None = [] if job.algo is Algo.ZSTD and not verifies_zstd else None
+            try:
+                check_job(job, src_len, dst_len, src, limit, frames)
+            except CorruptPageError:
+                pc = job.page_crc
+                if pc is not None and 0 <= pc.offset and pc.offset + pc.size <= src_len:
+                    # Bad stored bytes: say so, as pyarrow does.
+                    check_page_crc(src[pc.offset : pc.offset + pc.size], pc.value, job.location)
+                raise
+            if frames and any(stored is not None for _, stored in frames):
+                zstd_sums[i] = frames
         parts = [Part(chunk, src, dst, protect) for chunk in _split(jobs, self.options.batch_bytes)]
         results = self._batcher.run(parts)
         failed = [f for failures in results for f in failures]
         rank = {id(job): i for i, job in enumerate(jobs)}
         failed.sort(key=lambda f: rank[id(f.job)])
+        # A checksum that does not match is the data's fault: never redone.
+        summed = next((f for f in failed if f.checksum is not None), None)
+        if failed and (summed is failed[0] or (summed is not None and self.redo_on_cpu)):
+            raise _checksum_error(summed.job, summed.checksum, self.name)
         if failed and self.redo_on_cpu:
             self._redo_on_cpu(failed, src, dst)
         elif failed:
@@ -154,16 +179,8 @@ class GpuBackend:
                     first.job.location,
                 )
             raise size_mismatch(first.job, first.actual, self.name)
-        if self.options.verify_checksums:
-            for job in jobs:
-                if job.crc32 is not None:
-                    actual = zlib.crc32(dst[job.dst_offset : job.dst_offset + job.dst_size])
-                    if actual != job.crc32:
-                        raise CorruptPageError(
-                            f"gzip CRC-32 {job.crc32:#010x} does not match the output "
-                            f"({actual:#010x}) on {self.name}",
-                            job.location,
-                        )
+        for i, frames in zstd_sums.items():
+            _check_zstd_content(jobs[i], frames, src, dst, self.name)
         return len(failed) if self.redo_on_cpu else 0
 
     def _redo_on_cpu(self, failed: Sequence, src: memoryview, dst: memoryview) -> None:
@@ -229,6 +246,46 @@ class GpuBackend:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _checksum_error(job: Job, mismatch, backend: str) -> ChecksumError:
+    if mismatch.kind == "page":
+        return page_crc_error(mismatch.expected, mismatch.actual, job.location)
+    return gzip_crc_error(job, mismatch.actual, backend)
+
+
+def _check_zstd_content(job: Job, frames: list, src, dst, backend: str) -> None:
+    """Check the content checksums of a Zstd page's frames on the host.
+
+    ``frames`` is :func:`~dask_hwdecomp.decompress.validate.zstd_frames`'s
+    ``(content_size, checksum)`` per frame. Frame boundaries in the output
+    are known when every frame declares its size (or there is one frame);
+    otherwise the page is decoded again on the CPU, where libzstd checks.
+
+    Raises
+    ------
+    ChecksumError
+    """
+    out = dst[job.dst_offset : job.dst_offset + job.dst_size]
+    sizes = [size for size, _ in frames]
+    if len(frames) == 1:
+        sizes = [job.dst_size]
+    elif any(size < 0 for size in sizes) or sum(sizes) != job.dst_size:
+        from .cpu import decompress_one  # rare: several frames of undeclared sizes
+
+        decompress_one(job, src, dst, backend)
+        return
+    pos = 0
+    for n, (size, (_, stored)) in enumerate(zip(sizes, frames)):
+        content = out[pos : pos + size]
+        pos += size
+        if stored is not None and not content_checksum_matches(content, stored):
+            actual = xxh64(content) & 0xFFFFFFFF  # only to name it: slow, and rare
+            raise ChecksumError(
+                f"zstd content checksum {stored:#010x} of frame {n} does not match the output "
+                f"({actual:#010x}) on {backend}",
+                job.location,
+            )
 
 
 def _split(jobs: Sequence[Job], budget: int) -> list[list[Job]]:

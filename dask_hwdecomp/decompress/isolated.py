@@ -400,8 +400,8 @@ class IsolatedBackend:
         for job in jobs:  # the caller's order: the first bad page is the one named
             try:
                 decompress_one(job, src_v, dst_v)
-            except CorruptPageError as bad:
-                raise CorruptPageError(f"{what}; on the CPU: {bad.reason}", bad.location) from exc
+            except CorruptPageError as bad:  # ChecksumError stays one
+                raise type(bad)(f"{what}; on the CPU: {bad.reason}", bad.location) from exc
         if exc is not None:
             message = f"{exc.reason} ({what}; the CPU decodes every page)"
             if isinstance(exc, CudaError):

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-from ..errors import CorruptPageError
+from ..errors import ChecksumError, CorruptPageError
 from ..format.codecs import Algo
 from ..format.layout import Job
 
-__all__ = ["Backend", "HostBuffer", "size_mismatch"]
+__all__ = ["Backend", "HostBuffer", "size_mismatch", "gzip_crc_error"]
 
 
 @runtime_checkable
@@ -64,5 +64,13 @@ def size_mismatch(job: Job, actual: int, backend: str) -> CorruptPageError:
     return CorruptPageError(
         f"{job.algo.value} stream decompressed to {actual} bytes on {backend}, "
         f"the page header declares {job.dst_size}",
+        job.location,
+    )
+
+
+def gzip_crc_error(job: Job, actual: int, backend: str) -> ChecksumError:
+    """The error for a gzip member whose output does not have its trailer's CRC-32."""
+    return ChecksumError(
+        f"gzip CRC-32 {job.crc32:#010x} does not match the output ({actual:#010x}) on {backend}",
         job.location,
     )

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from typing import Sequence
 
-from ..errors import BackendUnavailableError, CorruptPageError
+from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
 from ..format.codecs import CODEC_NAMES, Algo
 from ..format.layout import Job
 from ..options import Options
@@ -101,6 +101,9 @@ class Router:
 
         Raises
         ------
+        ChecksumError
+            A page's CRC-32, gzip CRC-32 or Zstd content checksum does not
+            match (never retried on the CPU).
         CorruptPageError
             A page does not decompress to its declared size (or, for GPU
             backends with ``cpu_retry``, not even on the CPU).
@@ -127,7 +130,9 @@ class Router:
                 if redone:
                     report.redone[backend.name] += redone
             except CorruptPageError as exc:
-                if backend.name == "cpu" or not self.options.cpu_retry:
+                # A checksum that fails is the data's fault, not the GPU's:
+                # the CPU would find the same bytes.
+                if backend.name == "cpu" or not self.options.cpu_retry or isinstance(exc, ChecksumError):
                     raise
                 report.retries.append(str(exc))
                 for job in group:  # the GPU batch is redone as a whole on the CPU

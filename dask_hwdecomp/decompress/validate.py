@@ -28,11 +28,13 @@ def _corrupt(job: Job, what: str) -> CorruptPageError:
     return CorruptPageError(f"{job.algo.value} stream rejected before the GPU: {what}", job.location)
 
 
-def zstd_frames(data, job: Job) -> int:
+def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
     """Walk every frame and block header of a Zstd page; the declared content total.
 
     Returns the sum of the frames' declared content sizes (-1 if a frame
-    declares none).
+    declares none). ``checksums``, when given, gets one
+    ``(content_size, checksum)`` per frame (size -1 if undeclared, checksum
+    None if the frame carries none).
 
     Raises
     ------
@@ -116,16 +118,20 @@ def zstd_frames(data, job: Job) -> int:
                 break
         if fcs >= 0 and produced > fcs:
             raise _corrupt(job, f"raw/RLE blocks produce {produced} bytes, the frame declares {fcs}")
+        stored = None
         if checksum:
             pos += 4
             if pos > n:
                 raise _corrupt(job, "frame checksum runs past the page")
+            stored = int.from_bytes(data[pos - 4 : pos], "little")
+        if checksums is not None:
+            checksums.append((fcs, stored))
     if total > job.dst_size:
         raise _corrupt(job, f"frames declare {total} bytes, the page {job.dst_size}")
     return total
 
 
-def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None:
+def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int, zstd_checksums: list | None = None) -> None:
     """Reject a job that could make a GPU decoder read or write out of bounds.
 
     Parameters
@@ -137,6 +143,8 @@ def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None
         The batch source (the job's input is read from it).
     max_bytes : int
         Largest input or output the decoder accepts.
+    zstd_checksums : list, optional
+        Gets each Zstd frame's ``(content_size, checksum)`` (see :func:`zstd_frames`).
 
     Raises
     ------
@@ -162,4 +170,4 @@ def check_job(job: Job, src_len: int, dst_len: int, src, max_bytes: int) -> None
     elif job.preamble:
         raise _corrupt(job, f"a {job.algo.value} stream has no preamble, the job says {job.preamble}")
     if job.algo is Algo.ZSTD:
-        zstd_frames(data, job)
+        zstd_frames(data, job, zstd_checksums)

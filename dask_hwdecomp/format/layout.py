@@ -17,15 +17,24 @@ from __future__ import annotations
 import struct as _struct
 from dataclasses import dataclass, field
 
-from ..errors import PageLocation
+from ..errors import CorruptPageError, PageLocation
 from .codecs import Algo, plan_body
 from .footer import Footer
-from .pages import ChunkRange, Page
+from .pages import ChunkRange, Page, check_page_crc
 from .structs import ColumnChunk, ColumnMetaData, DataPageHeaderV2, FileMetaData
 from .structs import PageHeader, PageType, RowGroup
 from .thrift import Struct, T, encode_struct
 
-__all__ = ["Job", "ChunkPages", "FileLayout", "build_layout"]
+__all__ = ["Job", "PageCrc", "ChunkPages", "FileLayout", "build_layout"]
+
+
+@dataclass(frozen=True)
+class PageCrc:
+    """A page's stored bytes ``src[offset:+size]`` and the CRC-32 its header gives them."""
+
+    offset: int
+    size: int
+    value: int
 
 
 @dataclass
@@ -36,7 +45,9 @@ class Job:
     ``codec`` is the Parquet codec it came from (for reports); ``crc32`` the
     CRC the output must have, where the stream carries one (gzip);
     ``preamble`` the leading input bytes that frame the bitstream (a Snappy
-    block's length varint, see :class:`~dask_hwdecomp.format.codecs.Span`).
+    block's length varint, see :class:`~dask_hwdecomp.format.codecs.Span`);
+    ``page_crc`` the Parquet page CRC-32 to check over the page's stored
+    bytes (``verify_checksums``; on the first job of the page only).
     """
 
     algo: Algo
@@ -48,6 +59,7 @@ class Job:
     location: PageLocation
     crc32: int | None = None
     preamble: int = 0
+    page_crc: PageCrc | None = None
 
 
 @dataclass
@@ -215,7 +227,14 @@ def build_layout(
                 else:
                     where = PageLocation(cp.location.file, cp.location.row_group, cp.location.column, page.ordinal)
                     body = src[value_src : body_src + page.body_size]
-                    for span in plan_body(codec, body, value_size, where):
+                    first = len(layout.jobs)
+                    try:
+                        spans = plan_body(codec, body, value_size, where)
+                    except CorruptPageError:
+                        if page.crc is not None:  # bad bytes: say so, as pyarrow does
+                            check_page_crc(src[body_src : body_src + page.body_size], page.crc, where)
+                        raise
+                    for span in spans:
                         layout.jobs.append(
                             Job(
                                 span.algo,
@@ -229,6 +248,13 @@ def build_layout(
                                 span.preamble,
                             )
                         )
+                if page.crc is not None:
+                    if page.compressed and len(layout.jobs) > first:
+                        # Checked by the backend that decodes the page, where its bytes are.
+                        layout.jobs[first].page_crc = PageCrc(body_src, page.body_size, page.crc)
+                    else:
+                        where = PageLocation(cp.location.file, cp.location.row_group, cp.location.column, page.ordinal)
+                        check_page_crc(src[body_src : body_src + page.body_size], page.crc, where)
                 pos += page.uncompressed_size
             if data_off is None:
                 data_off = pos

@@ -15,7 +15,7 @@ from .structs import ColumnChunk, ColumnMetaData, DataPageHeader, DataPageHeader
 from .structs import DictionaryPageHeader, PageHeader, PageType
 from .thrift import Struct, ThriftError, decode_struct
 
-__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk"]
+__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "check_page_crc", "page_crc_error"]
 
 # Old parquet-mr writers understated total_compressed_size (PARQUET-816);
 # Arrow reads this much past the declared end, bounded by the footer.
@@ -41,7 +41,8 @@ class Page:
     ``levels_size`` is the v2 repetition and definition level bytes, stored
     uncompressed ahead of the body; ``compressed`` is False where the bytes
     are stored as they are (UNCOMPRESSED codec, or v2 ``is_compressed``
-    false).
+    false). ``crc`` is the header's CRC-32 of the stored body when the scan
+    was asked to keep it (``keep_crc``), else None.
     """
 
     ordinal: int
@@ -53,6 +54,26 @@ class Page:
     uncompressed_size: int
     levels_size: int
     compressed: bool
+    crc: int | None = None
+
+
+def page_crc_error(expected: int, actual: int, where: PageLocation) -> ChecksumError:
+    """The error for a page whose stored bytes do not have their header's CRC-32."""
+    return ChecksumError(
+        f"page CRC-32 {expected:#010x} does not match its bytes ({actual:#010x})", where
+    )
+
+
+def check_page_crc(body, expected: int, where: PageLocation) -> None:
+    """Check a page's stored bytes against its header's CRC-32 (on the host).
+
+    Raises
+    ------
+    ChecksumError
+    """
+    actual = zlib.crc32(body)
+    if actual != expected:
+        raise page_crc_error(expected, actual, where)
 
 
 def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: bool = False) -> ChunkRange:
@@ -125,6 +146,7 @@ def scan_chunk(
     *,
     max_page_bytes: int,
     verify_checksums: bool = False,
+    keep_crc: bool = False,
 ) -> list[Page]:
     """Decode the page headers of one column chunk.
 
@@ -138,7 +160,11 @@ def scan_chunk(
     max_page_bytes : int
         Largest accepted ``uncompressed_page_size`` (option ``max_page_bytes``).
     verify_checksums : bool
-        Check each page's CRC-32 where present.
+        Check each page's CRC-32 where present, here on the host.
+    keep_crc : bool
+        Record each page's CRC-32 in :attr:`Page.crc` unchecked: the read
+        path checks it where the page's bytes are (the backend that
+        decompresses it, on the GPU for GPU batches).
 
     Returns
     -------
@@ -175,14 +201,12 @@ def scan_chunk(
                 here,
             )
         crc = header.get_value(PageHeader.crc)
+        stored = None
         # A crc of another Thrift type is skipped, as pyarrow's reader skips it.
-        if verify_checksums and isinstance(crc, int) and not isinstance(crc, bool):
+        if isinstance(crc, int) and not isinstance(crc, bool):
             stored = crc & 0xFFFFFFFF
-            actual = zlib.crc32(data[body_start : body_start + csize])
-            if stored != actual:
-                raise ChecksumError(
-                    f"page CRC-32 {stored:#010x} does not match its bytes ({actual:#010x})", here
-                )
+            if verify_checksums:
+                check_page_crc(data[body_start : body_start + csize], stored, here)
         levels = 0
         compressed = compressed_codec
         if ptype == PageType.DATA_PAGE:
@@ -212,7 +236,8 @@ def scan_chunk(
                 f"uncompressed page declares {usize} bytes but stores {csize}", here
             )
         pages.append(
-            Page(len(pages), header, ptype, pos, body_start, csize, usize, levels, compressed)
+            Page(len(pages), header, ptype, pos, body_start, csize, usize, levels, compressed,
+                 stored if keep_crc else None)
         )
         pos = body_start + csize
     if seen < rng.num_values:

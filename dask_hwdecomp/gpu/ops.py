@@ -9,7 +9,9 @@ stand-in that keeps "device" memory on the host (``tests/standin_engine.py``).
 ``alloc_host(nbytes)`` (pinned), ``htod(dst, src, n, stream)``,
 ``dtoh(dst, src, n, stream)``, ``memset_d32(dst, value, count, stream)``,
 ``synchronize(stream)``, ``describe()``, and
-optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere).
+optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere) and
+``checksummer`` (an object with ``crc32_batch``, see
+:mod:`dask_hwdecomp.gpu.checksums`; None: CRCs are computed on the host).
 Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 """
 
@@ -47,6 +49,19 @@ class HostAllocation(DeviceAllocation):
     """Pinned host memory from ``cuMemHostAlloc``, owned."""
 
 
+def _nvcomp_or_none():
+    """nvCOMP's bindings where the library loads, else None (CRCs then run on the host)."""
+    from .nvcomp_lib import NvcompLib, find_library
+
+    path = find_library()
+    if path is None:
+        return None
+    try:
+        return NvcompLib(path)
+    except (OSError, AttributeError):  # not loadable, or an nvCOMP without the batched CRC-32
+        return None
+
+
 class CudaOps:
     """Memory operations on one CUDA device, through the driver API.
 
@@ -54,10 +69,16 @@ class CudaOps:
     ----------
     device : Device
         Not owned: the caller closes it after this object.
+    checksummer : NvcompLib, optional
+        Runs a batch's CRC-32s on the device; by default nvCOMP's where it
+        is installed (None without it: the CRCs are computed on the host).
     """
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Device, checksummer=None):
         self.device = device
+        if checksummer is None:
+            checksummer = _nvcomp_or_none()
+        self.checksummer = checksummer
 
     def describe(self) -> str:
         return self.device.describe()

@@ -1,8 +1,11 @@
 """One stream with its own arena and scratch: runs one merged batch at a time.
 
 A :class:`Slot` executes a batch in stream order: inputs in, the backend's
-launch (its metadata copy and its batched call or calls), outputs out, one
-synchronisation, then the launch's per-job results are read on the host.
+launch (its metadata copy and its batched call or calls), the CRC-32s of its
+outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
+one synchronisation, then the per-job results are read on the host. With
+page CRC-32s (``verify_checksums``) those run first, with a synchronisation
+of their own, and a page whose stored bytes fail never reaches the decoder.
 Everything of a batch is on the slot's one stream (gpu-facts.md §2 hazard a).
 
 The arena holds the launcher's scratch (metadata, result slots) first, then
@@ -22,6 +25,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
 from .staging import DEVICE_ALIGN, Part, _up, place
 
@@ -32,11 +36,13 @@ _UNTRUSTED = "not trusted: its batch failed twice, and a failed engine operation
 
 @dataclass
 class Failure:
-    """A job whose output is wrong: its actual size, and the status text if any."""
+    """A job whose output is wrong: its actual size, the status text if any,
+    and the CRC-32 that did not match if one did (which then explains it)."""
 
     job: object
     actual: int
     status: str | None
+    checksum: Mismatch | None = None
 
 
 class Launcher(Protocol):
@@ -98,9 +104,11 @@ class Slot:
             The batch as a whole failed.
         """
         failures = self._run_once(parts)
-        # A job with a status was not run (the engine call left it out);
-        # one that ran to a wrong size may have written anywhere after its output.
-        ran_wrong = any(f.status is None for fs in failures for f in fs)
+        # A job with a status was not run (the engine call left it out), and
+        # one a checksum explains was not run (page CRC) or wrote exactly its
+        # size (gzip CRC); one that ran to a wrong size may have written
+        # anywhere after its output.
+        ran_wrong = any(f.status is None and f.checksum is None for fs in failures for f in fs)
         if getattr(self.launcher, "contains_failures", True) or not ran_wrong:
             return failures
         failed = {id(f.job) for fs in failures for f in fs}
@@ -113,34 +121,84 @@ class Slot:
 
     def _run_once(self, parts: Sequence[Part]) -> list[list[Failure]]:
         ops, stream = self.ops, self.stream
+        launcher = self.launcher
         failures: list[list[Failure]] = [[] for _ in parts]
-        plan = place(parts, self.launcher.input_align, self.launcher.order)
-        if not plan.jobs:
+        plan = place(parts, launcher.input_align, launcher.order)
+        n = len(plan.jobs)
+        if not n:
             return failures
-        dev_bytes, host_bytes, state = self.launcher.prepare(plan.jobs, stream)
-        head = _up(dev_bytes)
-        guard = getattr(self.launcher, "guard_bytes", 0)
+        dev_bytes, host_bytes, state = launcher.prepare(plan.jobs, stream)
+        checks = crc_checks(plan)
+        checksummer = getattr(ops, "checksummer", None)
+        pages = CrcRun([c for c in checks if c.kind == "page"], checksummer)
+        outputs = CrcRun([c for c in checks if c.kind != "page"], checksummer)
+        # Arena: the launcher's scratch and each CRC run's, then the inputs
+        # and outputs, then the launcher's guard (see the module docstring).
+        pages_dev = _up(dev_bytes)
+        outputs_dev = pages_dev + _up(pages.device_bytes)
+        head = _up(outputs_dev + outputs.device_bytes)
+        guard = getattr(launcher, "guard_bytes", 0)
         base = self.arena.ensure(head + plan.nbytes + guard + DEVICE_ALIGN)
         data = base + head
-        host = self.scratch.ensure(max(host_bytes, 1))
+        pages_host = _up(host_bytes, 8)
+        outputs_host = pages_host + pages.host_bytes
+        host_ptr, host_view = host = self.scratch.ensure(max(outputs_host + outputs.host_bytes, 1))
         src_addr = [address_of(p.src) for p in parts]
         dst_addr = [address_of(p.dst) for p in parts]
-        for p, host_off, dev_off, n in plan.h2d:
-            if n:
-                ops.htod(data + dev_off, src_addr[p] + host_off, n, stream)
+
+        def host_bytes_of(check):
+            job, part = plan.jobs[check.index], parts[int(plan.part_of[check.index])]
+            if check.kind == "page":
+                return part.src[job.page_crc.offset : job.page_crc.offset + job.page_crc.size]
+            return part.dst[job.dst_offset : job.dst_offset + job.dst_size]
+
+        for p, host_off, dev_off, nbytes in plan.h2d:
+            if nbytes:
+                ops.htod(data + dev_off, src_addr[p] + host_off, nbytes, stream)
         src_ptrs = plan.src_dev + np.uint64(data)
         dst_ptrs = plan.dst_dev + np.uint64(data)
-        collect = self.launcher.launch(state, stream, src_ptrs, dst_ptrs, base, host)
-        for p, dev_off, host_off, n in plan.d2h:
-            if n:
-                ops.dtoh(dst_addr[p] + host_off, data + dev_off, n, stream)
+        bad_pages: dict = {}
+        if pages.checks:
+            # verify_checksums: the page CRC-32s first, and only pages whose
+            # stored bytes are intact reach the decoder (corrupt content can
+            # hang nvCOMP); one more synchronisation, only in this mode.
+            pages.launch(ops, stream, data, base + pages_dev, host_ptr + pages_host, host_view[pages_host:])
+            ops.synchronize(stream)
+            bad_pages = pages.mismatches(host_bytes_of)
+        keep = np.array([k for k in range(n) if k not in bad_pages], dtype=np.int64)
+        if bad_pages and len(keep):
+            sub = [plan.jobs[k] for k in keep]
+            sub_dev, sub_host, sub_state = launcher.prepare(sub, stream)
+            if sub_dev <= dev_bytes and sub_host <= host_bytes:  # fits the scratch reserved
+                state = sub_state
+            else:  # decode them all: the page CRC still names the bad ones
+                keep = np.arange(n, dtype=np.int64)
+        elif not bad_pages:
+            keep = np.arange(n, dtype=np.int64)
+        collect = None
+        if len(keep):
+            collect = launcher.launch(state, stream, src_ptrs[keep], dst_ptrs[keep], base, host)
+            outputs.launch(ops, stream, data, base + outputs_dev, host_ptr + outputs_host, host_view[outputs_host:])
+        for p, dev_off, host_off, nbytes in plan.d2h:
+            if nbytes:
+                ops.dtoh(dst_addr[p] + host_off, data + dev_off, nbytes, stream)
         ops.synchronize(stream)
-        actual, status = collect()
-        expected = np.fromiter((j.dst_size for j in plan.jobs), dtype=np.int64, count=len(plan.jobs))
-        bad = np.nonzero((actual.astype(np.int64) != expected) | (status != 0))[0]
-        for k in bad:
-            text = self.launcher.status_text(int(status[k])) if status[k] != 0 else None
-            failures[int(plan.part_of[k])].append(Failure(plan.jobs[k], int(actual[k]), text))
+        actual = np.zeros(n, dtype=np.uint64)
+        status = np.zeros(n, dtype=np.int32)
+        if collect is not None:
+            actual[keep], status[keep] = collect()
+        mismatched = outputs.mismatches(host_bytes_of) if collect is not None else {}
+        for k, found in bad_pages.items():
+            mismatched.setdefault(k, []).extend(found)
+        expected = np.fromiter((j.dst_size for j in plan.jobs), dtype=np.int64, count=n)
+        bad = set(np.nonzero((actual.astype(np.int64) != expected) | (status != 0))[0].tolist())
+        for k in sorted(bad | set(mismatched)):
+            text = launcher.status_text(int(status[k])) if status[k] != 0 else None
+            found = {m.kind: m for m in mismatched.get(k, ())}
+            # Bad stored bytes explain everything after them; a gzip CRC
+            # speaks only for an output of the right size.
+            why = found.get("page") or (None if k in bad else found.get("gzip"))
+            failures[int(plan.part_of[k])].append(Failure(plan.jobs[k], int(actual[k]), text, why))
         return failures
 
     def stats(self) -> dict:

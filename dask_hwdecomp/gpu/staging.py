@@ -7,6 +7,9 @@ so a column chunk's pages, with their headers between them, go in one copy
 straight from the pinned buffer the reader fetched into. Inputs of
 bitstreams that need an aligned start (raw deflate: 4 bytes in nvCOMP) get a
 copy each, to an aligned device address, instead of a host-side repack.
+A job that carries a Parquet page CRC (``verify_checksums``) brings its
+whole page's stored bytes to the device (levels, gzip framing), where the
+batch's CRC-32 runs over them.
 
 Outputs land on the device with the same relative offsets as in the host
 ``dst``, and come back in runs too: a run also carries the bytes between two
@@ -66,6 +69,8 @@ class Placement:
         Index of the part each job came from.
     src_dev, dst_dev : numpy.ndarray of uint64
         Arena offsets of each job's input and output.
+    page_dev : numpy.ndarray of uint64
+        Arena offset of each job's page bytes (where ``job.page_crc`` is set).
     h2d : list of (part, host_offset, arena_offset, nbytes)
     d2h : list of (part, arena_offset, host_offset, nbytes)
     nbytes : int
@@ -76,6 +81,7 @@ class Placement:
     part_of: np.ndarray
     src_dev: np.ndarray
     dst_dev: np.ndarray
+    page_dev: np.ndarray
     h2d: list = field(default_factory=list)
     d2h: list = field(default_factory=list)
     nbytes: int = 0
@@ -112,6 +118,15 @@ def _barrier(protect: Sequence[tuple[int, int]]):
     return crosses if protect else (lambda a, b: False)
 
 
+def _input_range(job: Job) -> tuple[int, int]:
+    """Host ``[lo, hi)`` a job needs on the device: its input, and its page if CRC-checked."""
+    lo, hi = job.src_offset, job.src_offset + job.src_size
+    if job.page_crc is not None:
+        lo = min(lo, job.page_crc.offset)
+        hi = max(hi, job.page_crc.offset + job.page_crc.size)
+    return lo, hi
+
+
 def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Callable[[Job], object]) -> Placement:
     """Plan the arena layout and the copies of a batch.
 
@@ -133,6 +148,7 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
     n = len(flat)
     src_dev = np.zeros(n, dtype=np.uint64)
     dst_dev = np.zeros(n, dtype=np.uint64)
+    page_dev = np.zeros(n, dtype=np.uint64)
     part_of = np.fromiter((p for _, p, _ in flat), dtype=np.int64, count=n)
     jobs = [parts[p].jobs[i] for _, p, i in flat]
     h2d: list = []
@@ -141,19 +157,26 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
     for p, part in enumerate(parts):
         runs_in = []
         for i, job in enumerate(part.jobs):
+            lo, hi = _input_range(job)
             align = input_align(job.algo)
             if align > 1:
                 # A copy of its own at an aligned address (no host repack).
-                h2d.append((p, job.src_offset, pos, job.src_size))
-                src_dev[index[(p, i)]] = pos
-                pos = _up(pos + job.src_size)
+                at = pos + (lo - job.src_offset) % align
+                h2d.append((p, lo, at, hi - lo))
+                src_dev[index[(p, i)]] = at + job.src_offset - lo
+                if job.page_crc is not None:
+                    page_dev[index[(p, i)]] = at + job.page_crc.offset - lo
+                pos = _up(at + hi - lo)
             else:
-                runs_in.append((job.src_offset, job.src_offset + job.src_size, i))
+                runs_in.append((lo, hi, i))
         runs_in.sort()
         for start, end, members in _runs(runs_in, lambda a, b: False):
             h2d.append((p, start, pos, end - start))
             for i in members:
-                src_dev[index[(p, i)]] = pos + part.jobs[i].src_offset - start
+                job = part.jobs[i]
+                src_dev[index[(p, i)]] = pos + job.src_offset - start
+                if job.page_crc is not None:
+                    page_dev[index[(p, i)]] = pos + job.page_crc.offset - start
             pos = _up(pos + end - start)
         outs = sorted((j.dst_offset, j.dst_offset + j.dst_size, i) for i, j in enumerate(part.jobs))
         for start, end, members in _runs(outs, _barrier(part.protect)):
@@ -161,4 +184,4 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
             for i in members:
                 dst_dev[index[(p, i)]] = pos + part.jobs[i].dst_offset - start
             pos = _up(pos + end - start)
-    return Placement(jobs, part_of, src_dev, dst_dev, h2d, d2h, pos)
+    return Placement(jobs, part_of, src_dev, dst_dev, page_dev, h2d, d2h, pos)

@@ -32,21 +32,25 @@ import numpy as np
 
 from ..errors import PageLocation
 from ..format.codecs import Algo
-from ..format.layout import Job
+from ..format.layout import Job, PageCrc
 
 __all__ = ["pack_jobs", "unpack_jobs", "ALGOS", "FIELDS"]
 
 ALGOS = list(Algo)
 _CODE = {a: i for i, a in enumerate(ALGOS)}
-FIELDS = ("algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble")
+FIELDS = ("algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble",
+          "page_crc_offset", "page_crc_size", "page_crc")
 
 
 def pack_jobs(jobs: Sequence[Job]) -> bytes:
-    """Jobs as an (n, 7) int64 array: :data:`FIELDS`, ``crc32`` -1 when absent."""
+    """Jobs as an (n, 10) int64 array: :data:`FIELDS`; a CRC absent is -1."""
     arr = np.empty((len(jobs), len(FIELDS)), dtype=np.int64)
     for i, j in enumerate(jobs):
+        pc = j.page_crc
         arr[i] = (_CODE[j.algo], j.src_offset, j.src_size, j.dst_offset, j.dst_size,
-                  -1 if j.crc32 is None else j.crc32, j.preamble)
+                  -1 if j.crc32 is None else j.crc32, j.preamble,
+                  0 if pc is None else pc.offset, 0 if pc is None else pc.size,
+                  -1 if pc is None else pc.value)
     return arr.tobytes()
 
 
@@ -58,6 +62,7 @@ def unpack_jobs(data: bytes) -> list[Job]:
     """
     arr = np.frombuffer(data, dtype=np.int64).reshape(-1, len(FIELDS))
     return [
-        Job(ALGOS[a], so, ss, do, ds, 0, PageLocation(page=i), None if crc < 0 else crc, pre)
-        for i, (a, so, ss, do, ds, crc, pre) in enumerate(arr.tolist())
+        Job(ALGOS[a], so, ss, do, ds, 0, PageLocation(page=i), None if crc < 0 else crc, pre,
+            None if pcrc < 0 else PageCrc(po, ps, pcrc))
+        for i, (a, so, ss, do, ds, crc, pre, po, ps, pcrc) in enumerate(arr.tolist())
     ]

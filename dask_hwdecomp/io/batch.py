@@ -131,7 +131,8 @@ def decompress_pieces(
                         rng,
                         where,
                         max_page_bytes=options.max_page_bytes,
-                        verify_checksums=options.verify_checksums,
+                        # Checked where the page is decoded (on the GPU for GPU batches).
+                        keep_crc=options.verify_checksums,
                     )
                     scanned.setdefault(rg, []).append(ChunkPages(col, rng, pages, s, where))
                 order = [(rg, scanned.get(rg, [])) for rg in plan.row_groups]

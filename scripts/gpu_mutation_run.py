@@ -1,0 +1,154 @@
+"""Mutated Parquet files through ``read_table(backend="nvcomp")``, each in a child process.
+
+Usage (on the GPU machine, from the repository root, tests/ importable)::
+
+    python scripts/gpu_mutation_run.py --cases 1600 --workers 4 --seconds 300 --out /tmp/mut
+
+Seeds: files written here with every GPU codec (page v1 and v2, dictionary
+on and off, gzip pages of several members, checksummed Zstd frames) and the
+corpus files (``HWDECOMP_CORPUS``) with a GPU codec. Each case is a seed
+turned into a broken variant by one of ``tests/fuzzing.py``'s mutators and
+read by a guarded child (``tests/fuzz_worker.py``: ours, then pyarrow's)
+with a timeout. ``--workers`` harnesses run side by side, each child with its
+own GPU sidecar.
+
+The figure that matters: files pyarrow refuses with a checksum or data-check
+error (``incorrect data check``, ``checksum``, ``CRC``) but we return rows
+for. It must be 0; the script exits 1 otherwise, and on any other FAIL
+verdict. A summary is printed and written to ``OUT/summary.json``; failing
+mutants are kept under ``OUT/failures``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import pyarrow.parquet as pq  # noqa: E402
+
+import checksum_cases as cc  # noqa: E402
+from dask_hwdecomp.format.structs import Codec  # noqa: E402
+from fuzzing import MUTATORS, Harness, file_map  # noqa: E402
+from rewrite import compress_values, gzip_members  # noqa: E402
+
+CHECK_ERROR = re.compile(r"incorrect data check|checksum|crc", re.IGNORECASE)
+GPU_CODECS = ("snappy", "gzip", "lz4", "zstd")
+
+
+def seeds(work: Path) -> list[Path]:
+    """Small valid files with GPU codecs, then the corpus's."""
+    out = []
+    table = cc.table(1200)
+    for codec in GPU_CODECS:
+        for version in ("1.0", "2.0"):
+            for dictionary in (True, False):
+                p = work / f"{codec}-v{version[0]}-{'dict' if dictionary else 'plain'}.parquet"
+                pq.write_table(table, p, compression=codec, data_page_version=version, use_dictionary=dictionary,
+                               row_group_size=600, data_page_size=2000)
+                out.append(p)
+    plain = work / "plain.parquet"
+    pq.write_table(table, plain, compression="none", use_dictionary=False, data_page_size=2000)
+    members = work / "gzip-members.parquet"
+    from rewrite import rewrite_pages
+
+    rewrite_pages(plain, members, compress_values(gzip_members(3)), codec=Codec.GZIP)
+    out.append(members)
+    out.append(cc.zstd_checksummed(work))
+    root = Path(os.environ.get("HWDECOMP_CORPUS", "")) / "data"
+    if root.is_dir():
+        for p in sorted(root.glob("*.parquet")):
+            name = p.name.lower()
+            if p.stat().st_size < (2 << 20) and any(c in name for c in GPU_CODECS):
+                try:
+                    pq.read_table(p)
+                    file_map(p)
+                except Exception:  # not a valid seed (pyarrow or our map refuses it)
+                    continue
+                out.append(p)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=1600)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=300.0, help="stop starting cases after this long")
+    ap.add_argument("--timeout", type=float, default=40.0, help="seconds per case before it counts as a hang")
+    ap.add_argument("--gpu-timeout", type=float, default=10.0, help="the reads' gpu_timeout_s")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/mutation-run"))
+    ap.add_argument("--backend", default="nvcomp", help="the backend read with (cpu: a dry run without GPU)")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    seed_files = seeds(args.out)
+    maps = [(p, file_map(p)) for p in seed_files]
+    names = sorted(MUTATORS)
+    options = {"gpu_timeout_s": args.gpu_timeout} if args.backend != "cpu" else {}
+    started = time.monotonic()
+    lock = threading.Lock()
+    counter = iter(range(args.cases))
+    verdicts: Counter = Counter()
+    failures: list = []
+    per_seed: Counter = Counter()
+
+    def worker(w: int) -> None:
+        work = args.out / f"w{w}"
+        work.mkdir(exist_ok=True)
+        harness = Harness(work, timeout=args.timeout, memory_limit=0)
+        try:
+            while time.monotonic() - started < args.seconds:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                path, fm = maps[i % len(maps)]
+                mutator = names[(i // len(maps)) % len(names)]
+                data = MUTATORS[mutator](fm, random.Random(i))
+                label = f"{mutator}:{path.name}:{i}"
+                harness.run(data, label, backend=args.backend, options=options)
+                with lock:
+                    per_seed[path.name] += 1
+        finally:
+            harness.close()
+            with lock:
+                verdicts.update(harness.results.verdicts)
+                failures.extend(harness.results.failures)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(args.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    rows_on_check = [f for f in failures if f[1] == "FAIL-rows-where-pyarrow-refuses" and CHECK_ERROR.search(f[2])]
+    keep = args.out / "failures"
+    keep.mkdir(exist_ok=True)
+    for label, verdict, detail, data in failures[:50]:
+        (keep / (label.replace(":", "_") + ".parquet")).write_bytes(data)
+    summary = {
+        "cases": sum(verdicts.values()),
+        "seconds": round(elapsed, 1),
+        "seeds": len(maps),
+        "verdicts": dict(sorted(verdicts.items())),
+        "rows_where_pyarrow_refuses_with_a_check_error": len(rows_on_check),
+        "failures": [f"{v} {label}: {d}" for label, v, d, _ in failures[:50]],
+    }
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k != "failures"}))
+    for line in summary["failures"]:
+        print(line[:300])
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
