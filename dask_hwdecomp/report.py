@@ -17,9 +17,17 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
 
-__all__ = ["ReadReport", "CodecStats", "collect_reports", "STAGES"]
+__all__ = ["ReadReport", "CodecStats", "collect_reports", "STAGES", "PYARROW_NO_GPU", "UNKNOWN_CODEC"]
 
-STAGES = ("io", "scan", "decompress", "decode")
+STAGES = ("io", "scan", "decompress", "decode", "pyarrow")
+
+# The backend a report names when pyarrow's own reader decompressed (``auto``
+# on a machine where no GPU backend can run). pyarrow does not say how many
+# pages it read: such rows count bytes from the footer, never pages.
+PYARROW_NO_GPU = "pyarrow (no GPU)"
+# The codec of a pyarrow row whose footer was not read again for the report
+# (a file on a remote filesystem, where that would cost a request).
+UNKNOWN_CODEC = "UNKNOWN"
 
 
 @dataclass
@@ -45,7 +53,10 @@ class ReadReport:
         ``{(backend, codec): CodecStats}``; codec is the Parquet codec name.
     stages : dict
         Seconds per stage: ``io`` (fetching bytes), ``scan`` (footer and page
-        headers, layout), ``decompress``, ``decode`` (pyarrow).
+        headers, layout), ``decompress``, ``decode`` (pyarrow decoding the
+        uncompressed image), ``pyarrow`` (a whole read by pyarrow's own
+        reader, its I/O, decompression and decoding in one: backend
+        ``pyarrow (no GPU)``).
     fallbacks : list of (str, str)
         Files read through pyarrow's own reader, with the reason.
     retries : list of str
@@ -105,7 +116,8 @@ class ReadReport:
             "batches": self.batches,
             "stages_s": dict(self.stages),
             "by_backend": [
-                {"backend": b, "codec": c, **s.__dict__} for (b, c), s in sorted(self.by_backend.items())
+                {"backend": b, "codec": c, **s.__dict__, **({"pages": None} if b == PYARROW_NO_GPU else {})}
+                for (b, c), s in sorted(self.by_backend.items())
             ],
             "fallbacks": [list(f) for f in self.fallbacks],
             "retries": list(self.retries),
@@ -115,6 +127,9 @@ class ReadReport:
         """Human-readable lines: one per (backend, codec), then stages."""
         lines = []
         for (b, c), s in sorted(self.by_backend.items()):
+            if b == PYARROW_NO_GPU:
+                lines.append(_pyarrow_line(c, s))
+                continue
             lines.append(
                 f"{c:>12} on {b:<8} {s.pages:>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
                 f"{s.uncompressed_bytes / 1e6:>10.1f} MB"
@@ -125,6 +140,15 @@ class ReadReport:
         for why in self.retries:
             lines.append(f"retried on cpu: {why}")
         return "\n".join(lines)
+
+
+def _pyarrow_line(codec: str, s: CodecStats) -> str:
+    if codec == UNKNOWN_CODEC:
+        return f"{'?':>12} on {PYARROW_NO_GPU}: codecs and sizes not read (remote files); pages not counted"
+    return (
+        f"{codec:>12} on {PYARROW_NO_GPU} {'?':>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
+        f"{s.uncompressed_bytes / 1e6:>10.1f} MB (sizes from the footer; pyarrow does not count pages)"
+    )
 
 
 _lock = threading.Lock()

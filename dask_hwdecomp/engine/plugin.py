@@ -19,7 +19,7 @@ import logging
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..decompress import registry
-from ..decompress.routing import Router
+from ..decompress.routing import Router, pyarrow_reads, pyarrow_routes
 from ..options import current_options
 
 __all__ = ["HwdecompPlugin"]
@@ -58,8 +58,11 @@ class HwdecompPlugin(WorkerPlugin):
         from . import arrow  # noqa: F401
 
         opts = current_options(**self.options)
-        router = Router(opts)  # opens every usable backend, raises if absent
-        self.backends = router.describe()
+        if pyarrow_reads(opts):
+            self.backends = pyarrow_routes()  # nothing to open: pyarrow reads
+        else:
+            router = Router(opts)  # opens every usable backend, raises if absent
+            self.backends = router.describe()
         worker.extensions.setdefault("hwdecomp", self)
         logger.info("hwdecomp backends on %s: %s", worker.address, self.backends)
 

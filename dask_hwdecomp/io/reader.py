@@ -10,12 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
-from ..decompress.routing import Router
+from ..decompress.routing import Router, pyarrow_reads
 from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options, current_options
 from ..report import ReadReport, publish
 from .batch import iter_batches
 from .decode import decode_errors
+from .passthrough import account_footer, pyarrow_read
 from .plan import Piece, PiecePlan, plan_piece
 
 __all__ = ["read_table", "HwdecompFallbackWarning", "resolve_fs", "fallback"]
@@ -70,7 +71,11 @@ def read_table(
 
     The result equals ``pyarrow.parquet.read_table(source, columns=columns,
     filters=filters)`` (or ``ParquetFile(source).read_row_groups(row_groups,
-    columns)`` when ``row_groups`` is given).
+    columns)`` when ``row_groups`` is given). With ``backend="auto"`` on a
+    machine where no GPU backend can run, it *is* that call: pyarrow reads
+    and decompresses, its exceptions pass through unchanged, and the report
+    names the backend ``pyarrow (no GPU)``; ``backend="cpu"`` takes the
+    project's page path (checksums, errors naming the page).
 
     Parameters
     ----------
@@ -110,6 +115,19 @@ def read_table(
     opts = current_options(**options)
     fs, path = resolve_fs(source, filesystem, storage_options)
     local = ReadReport()
+    if pyarrow_reads(opts):
+        # No GPU backend here: pyarrow decompresses as fast as the CPU pool
+        # would, without the page scan and the uncompressed copy.
+        try:
+            with local.stage("pyarrow"):
+                table = pyarrow_read(fs, path, columns, row_groups, filters, use_threads)
+            with local.stage("scan"):
+                account_footer(local, fs, path, row_groups, _needed(columns, filters))
+            return table
+        finally:
+            publish(local)
+            if report is not None:
+                report += local
     router = Router(opts)
     with local.stage("scan"):
         plan = plan_piece(fs, Piece(path, None if row_groups is None else tuple(row_groups)), _needed(columns, filters))
@@ -117,10 +135,7 @@ def read_table(
         if plan.unsupported is not None:
             fallback(plan, opts, local)
             with local.stage("decode"):
-                if row_groups is not None:
-                    with fs.open(path, "rb") as f:
-                        return pq.ParquetFile(f).read_row_groups(row_groups, columns=columns, use_threads=use_threads)
-                return pq.read_table(path, filesystem=fs, columns=columns, filters=filters, use_threads=use_threads)
+                return pyarrow_read(fs, path, columns, row_groups, filters, use_threads)
         batches = list(iter_batches(fs, [plan], router, opts, local))
         assert len(batches) == 1
         with batches[0] as batch:
