@@ -2,8 +2,8 @@
 
 Every read fills a :class:`ReadReport`. Reports reach the user three ways:
 ``read_table(..., report=r)`` accumulates into ``r``; :func:`collect_reports`
-gathers every report made in this process while it is open (also under the
-threaded scheduler); under ``distributed`` each figure is also handed to
+gathers the reads made inside its block (under dask's threaded, synchronous
+and processes schedulers too); under ``distributed`` each figure is also handed to
 ``distributed.metrics.context_meter`` so it shows in the dashboard's fine
 performance metrics (see :mod:`dask_hwdecomp.engine.metrics`).
 """
@@ -11,11 +11,14 @@ performance metrics (see :mod:`dask_hwdecomp.engine.metrics`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
+
+from . import report_processes
 
 __all__ = ["ReadReport", "CodecStats", "collect_reports", "STAGES", "PYARROW_NO_GPU", "UNKNOWN_CODEC"]
 
@@ -152,12 +155,27 @@ def _pyarrow_line(codec: str, s: CodecStats) -> str:
 
 
 _lock = threading.Lock()
-_collectors: list[ReadReport] = []
+# The blocks open in this context, outermost first. dask's threaded and
+# synchronous schedulers run tasks in the context of the thread that
+# computes, so a block sees the reads of the computes it starts and not
+# those of other threads.
+_blocks: contextvars.ContextVar[tuple] = contextvars.ContextVar("hwdecomp_collectors", default=())
 
 
 @contextlib.contextmanager
 def collect_reports() -> Iterator[ReadReport]:
-    """Gather every read made in this process inside the block.
+    """Gather the reads made inside the block: its own, nested blocks' included.
+
+    A read counts in every block open in the context that made it: the
+    thread that entered the block, the tasks of the dask computes it runs
+    with the threaded, synchronous or processes scheduler (a processes
+    scheduler's reports arrive when the block closes), nested blocks
+    included. Reads made by other threads, or by threads that do not carry
+    this context (a plain ``threading.Thread``, a ``distributed`` worker),
+    are not: under ``distributed`` read the dashboard's metrics
+    (:func:`dask_hwdecomp.engine.metrics.cluster_metrics`). Two threads
+    computing with the processes scheduler at the same time cannot be told
+    apart: the block that closes first gets both computes' reads.
 
     Examples
     --------
@@ -167,17 +185,33 @@ def collect_reports() -> Iterator[ReadReport]:
     {'SNAPPY': ['cpu']}
     """
     report = ReadReport()
-    with _lock:
-        _collectors.append(report)
+    token = _blocks.set(_blocks.get() + (report,))
+    report_processes.open_block()
     try:
         yield report
     finally:
+        try:
+            for spooled in report_processes.sweep():
+                _deliver(spooled)
+        finally:
+            report_processes.close_block()
+            _blocks.reset(token)
+
+
+def _deliver(report: ReadReport) -> None:
+    """Add ``report`` to every block open in this context."""
+    for block in _blocks.get():
         with _lock:
-            _collectors.remove(report)
+            block += report
 
 
 def publish(report: ReadReport) -> None:
-    """Hand a finished read's report to every open collector."""
-    with _lock:
-        for c in _collectors:
-            c += report
+    """Hand a finished read's report to the blocks open in this context.
+
+    In a worker process of dask's processes scheduler, which holds no block,
+    the report goes back to the process that computes.
+    """
+    if _blocks.get():
+        _deliver(report)
+    else:
+        report_processes.send(report)
