@@ -12,7 +12,7 @@ from fsspec.core import url_to_fs
 
 from ..decompress.routing import Router, pyarrow_reads
 from ..errors import PageLocation, UnsupportedFeatureError
-from ..options import Options, current_options
+from ..options import Options, as_option_dict, current_options
 from ..report import ReadReport, publish
 from .batch import iter_batches
 from .decode import decode_errors
@@ -65,6 +65,7 @@ def read_table(
     storage_options: dict | None = None,
     report: ReadReport | None = None,
     use_threads: bool = True,
+    hwdecomp_options: Options | dict | None = None,
     **options,
 ) -> pa.Table:
     """Read one Parquet file into a :class:`pyarrow.Table`, decompressing on the chosen backend.
@@ -94,8 +95,11 @@ def read_table(
         Filled with what the read did.
     use_threads : bool
         Let pyarrow decode with several threads.
+    hwdecomp_options : Options or dict, optional
+        Options for this read, as ``dd.read_parquet`` takes them.
     **options
-        Any field of :class:`~dask_hwdecomp.options.Options`.
+        Any field of :class:`~dask_hwdecomp.options.Options`; wins over
+        ``hwdecomp_options``.
 
     Returns
     -------
@@ -112,7 +116,7 @@ def read_table(
     UnsupportedFeatureError
         A file this path cannot serve, with ``on_unsupported="raise"``.
     """
-    opts = current_options(**options)
+    opts = current_options(**{**as_option_dict(hwdecomp_options), **options})
     fs, path = resolve_fs(source, filesystem, storage_options)
     local = ReadReport()
     if pyarrow_reads(opts):
