@@ -1,7 +1,8 @@
 """Reader options: one dataclass, environment variables, a context manager.
 
 Precedence, strongest first: keywords given to a read
-(``hwdecomp_options={...}`` or ``read_table(**options)``), the innermost
+(``hwdecomp_options=`` or ``read_table(**options)``), for ``dd.read_parquet``
+the :func:`options` context in force at the call, the innermost
 :func:`options` context of the thread doing the read, ``HWDECOMP_*``
 environment variables, then the defaults below.
 
