@@ -250,7 +250,10 @@ def as_option_dict(value) -> dict:
     ----------
     value : Options, dict or None
         An :class:`Options` gives every one of its fields (it is a complete
-        set of options); a dict gives its own keys; None gives nothing.
+        set of options), except ``cpu_threads`` left at its default: that
+        default is the core count of the machine that reads, which a graph
+        made elsewhere must not fix. A dict gives its own keys; None gives
+        nothing.
 
     Raises
     ------
@@ -260,7 +263,10 @@ def as_option_dict(value) -> dict:
     if value is None:
         return {}
     if isinstance(value, Options):
-        return value.to_dict()
+        out = value.to_dict()
+        if out["cpu_threads"] == _default_threads():
+            del out["cpu_threads"]
+        return out
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(

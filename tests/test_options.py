@@ -84,6 +84,15 @@ def test_dask_takes_an_options_object(path):
         dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=[("backend", "cpu")])
 
 
+def test_an_options_object_is_a_complete_set_but_for_the_machine_s_core_count():
+    from dask_hwdecomp.options import as_option_dict
+
+    given = as_option_dict(Options(backend="cpu"))
+    assert given["backend"] == "cpu" and given["batch_bytes"] == Options().batch_bytes
+    assert "cpu_threads" not in given  # the reading machine's default applies there
+    assert as_option_dict(Options(cpu_threads=3))["cpu_threads"] == 3
+
+
 # --- the options context travels with the graph ---------------------------------------------
 
 
