@@ -50,12 +50,14 @@ def make_sample(root: Path, rows: int, files: int, codec: str) -> Path:
 
 def _wait_metrics(client, timeout: float = 10.0) -> dict:
     from ..engine.metrics import cluster_metrics
+    from ..report import PYARROW_NO_GPU
 
     deadline = time.monotonic() + timeout
     found: dict = {}
     while time.monotonic() < deadline:
         found = cluster_metrics(client)
-        if any(unit == "pages" for _, unit in found):
+        # pages from the page path; pyarrow's own reads (no GPU) count files
+        if any(unit == "pages" or label == f"hwdecomp-{PYARROW_NO_GPU}" for label, unit in found):
             break
         time.sleep(0.5)
     return found
@@ -70,6 +72,7 @@ def run(args) -> int:
 
     from .. import hwdecomp
     from ..engine.plugin import HwdecompPlugin
+    from ..report import PYARROW_NO_GPU
 
     tmp = None
     path = args.path
@@ -120,8 +123,11 @@ def run(args) -> int:
         parts = label.split("-")
         if unit == "pages" and len(parts) == 3:
             by.setdefault(parts[2], {})[parts[1]] = int(value)
+        elif unit == "bytes" and len(parts) == 3 and parts[1] == PYARROW_NO_GPU:
+            by.setdefault(parts[2], {})[parts[1]] = None  # pyarrow does not count pages
     for codec, backends in by.items():
-        print(f"backend            {codec}: " + ", ".join(f"{b} ({n} pages)" for b, n in backends.items()))
+        print(f"backend            {codec}: " + ", ".join(
+            f"{b} ({'pages not counted' if n is None else f'{n} pages'})" for b, n in backends.items()))
     if not by:
         print("backend            (no compressed pages)")
     first = next(iter(routes.values()))
