@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import uuid
+
 __all__ = ["ENV", "open_block", "close_block", "send", "sweep"]
 
 # "<pid of the process holding blocks>:<spool directory>". Not HWDECOMP_*:
