@@ -17,7 +17,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .io.reader import HwdecompFallbackWarning, read_table
-from .options import Options, current_options, options
+from .options import Options, UnknownOptionWarning, current_options, options
 from .report import ReadReport, collect_reports
 
 __version__ = "0.1.0"
@@ -51,4 +51,5 @@ __all__ = [
     "LimitExceededError",
     "PageLocation",
     "HwdecompFallbackWarning",
+    "UnknownOptionWarning",
 ]

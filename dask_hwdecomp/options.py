@@ -1,13 +1,20 @@
 """Reader options: one dataclass, environment variables, a context manager.
 
 Precedence, strongest first: keywords given to a read
-(``hwdecomp_options={...}`` or ``read_table(**options)``), the innermost
+(``hwdecomp_options=`` or ``read_table(**options)``), for ``dd.read_parquet``
+the :func:`options` context in force at the call, the innermost
 :func:`options` context of the thread doing the read, ``HWDECOMP_*``
 environment variables, then the defaults below.
 
-Under ``distributed`` the read runs in the workers: a context manager entered
-on the client does not reach them. Pass ``hwdecomp_options=`` to
-``dd.read_parquet`` or set the environment variables on the workers.
+``dd.read_parquet`` resolves nothing itself: the keywords given to it and
+the :func:`options` context in force when it is called travel with the graph
+(:func:`graph_options`), so a ``with options(...)`` block around
+``dd.read_parquet`` applies wherever and whenever the graph computes. The
+workers' ``HWDECOMP_*`` environment applies underneath.
+
+Byte sizes (``batch_bytes``, ``max_page_bytes``, ``max_batch_bytes``) take
+an integer or a string such as ``"64MiB"`` or ``"1GB"``
+(``dask.utils.parse_bytes``), as options and as environment variables.
 """
 
 from __future__ import annotations
@@ -15,15 +22,47 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import difflib
 import os
+import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-__all__ = ["Options", "options", "current_options", "BACKENDS"]
+from dask.utils import parse_bytes
+
+__all__ = [
+    "Options",
+    "options",
+    "current_options",
+    "as_option_dict",
+    "graph_options",
+    "BACKENDS",
+    "BYTE_SIZES",
+    "UnknownOptionWarning",
+]
 
 BACKENDS = ("auto", "hardware", "nvcomp", "cpu")
 _GiB = 1 << 30
 _MiB = 1 << 20
+# Options that are byte counts: they also take "64MiB", "1GB", ...
+BYTE_SIZES = ("batch_bytes", "max_page_bytes", "max_batch_bytes")
+# HWDECOMP_* variables that are not options (test and library locations).
+_OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB"})
+
+
+class UnknownOptionWarning(UserWarning):
+    """An ``HWDECOMP_*`` environment variable names no option (a typo?)."""
+
+
+def _byte_size(name: str, value: Any) -> Any:
+    """``value`` as an int when it is a byte-size string, else unchanged."""
+    if isinstance(value, str):
+        try:
+            return parse_bytes(value)
+        except ValueError:
+            raise ValueError(f"{name} must be a byte size such as 1048576 or '1MiB', got {value!r}") from None
+    return value
 
 
 def _default_threads() -> int:
@@ -49,7 +88,7 @@ class Options:
         and the read's report says so.
     cpu_threads : int
         Threads of the CPU decompression pool.
-    batch_bytes : int
+    batch_bytes : int or str
         Byte budget of one batched decompression call (uncompressed bytes).
         A partition whose pages exceed it is decompressed in several calls.
     verify_checksums : bool
@@ -57,11 +96,11 @@ class Options:
         GPU for GPU batches); a mismatch raises
         :class:`~dask_hwdecomp.errors.ChecksumError`. A GZIP page's CRC-32
         and a Zstd frame's content checksum are always checked.
-    max_page_bytes : int
+    max_page_bytes : int or str
         Largest uncompressed page accepted; a bigger declared size raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before anything is
         allocated.
-    max_batch_bytes : int
+    max_batch_bytes : int or str
         Largest uncompressed image of one batch (all its pieces, headers and
         footers included); a bigger total of declared page sizes raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before the buffer
@@ -98,6 +137,8 @@ class Options:
     gpu_timeout_s: float = 60.0
 
     def __post_init__(self):
+        for name in BYTE_SIZES:
+            object.__setattr__(self, name, _byte_size(name, getattr(self, name)))
         if self.backend not in BACKENDS:
             raise ValueError(
                 f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}"
@@ -126,8 +167,31 @@ class Options:
         return dataclasses.asdict(self)
 
 
+_warned_env: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_unknown_env(environ: Mapping[str, str], known: set[str]) -> None:
+    """Warn once per process about each ``HWDECOMP_*`` variable that names no option."""
+    for key in environ:
+        if not key.startswith("HWDECOMP_") or key in known or key in _OTHER_ENV:
+            continue
+        with _warned_lock:
+            if key in _warned_env:
+                continue
+            _warned_env.add(key)
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; the options are {', '.join(sorted(known))}"
+        warnings.warn(
+            f"environment variable {key} is not a dask_hwdecomp option and is ignored{hint}",
+            UnknownOptionWarning,
+            stacklevel=4,
+        )
+
+
 def _parse_env(environ: Mapping[str, str]) -> dict:
     out: dict[str, Any] = {}
+    _warn_unknown_env(environ, {"HWDECOMP_" + f.name.upper() for f in dataclasses.fields(Options)})
     for field in dataclasses.fields(Options):
         key = "HWDECOMP_" + field.name.upper()
         if key not in environ:
@@ -139,6 +203,8 @@ def _parse_env(environ: Mapping[str, str]) -> dict:
                 if raw.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                     raise ValueError(raw)
                 out[field.name] = raw.lower() in ("1", "true", "yes", "on")
+            elif field.name in BYTE_SIZES:
+                out[field.name] = parse_bytes(raw)
             elif kind == "int":
                 out[field.name] = int(raw)
             elif kind == "float":
@@ -146,7 +212,8 @@ def _parse_env(environ: Mapping[str, str]) -> dict:
             else:
                 out[field.name] = raw
         except ValueError:
-            raise ValueError(f"environment variable {key}={raw!r} is not a valid {kind}") from None
+            what = "byte size (an integer, or a string such as 64MiB)" if field.name in BYTE_SIZES else kind
+            raise ValueError(f"environment variable {key}={raw!r} is not a valid {what}") from None
     return out
 
 
@@ -178,9 +245,63 @@ def current_options(**overrides: Any) -> Options:
     return Options().replace(**merged)
 
 
+def as_option_dict(value) -> dict:
+    """``hwdecomp_options`` as a dict of option values.
+
+    Parameters
+    ----------
+    value : Options, dict or None
+        An :class:`Options` gives every one of its fields (it is a complete
+        set of options), except ``cpu_threads`` left at its default: that
+        default is the core count of the machine that reads, which a graph
+        made elsewhere must not fix. A dict gives its own keys; None gives
+        nothing.
+
+    Raises
+    ------
+    TypeError
+        Anything else.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, Options):
+        out = value.to_dict()
+        if out["cpu_threads"] == _default_threads():
+            del out["cpu_threads"]
+        return out
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(
+        f"hwdecomp_options must be a dask_hwdecomp.Options or a dict of option values, got {type(value).__name__}"
+    )
+
+
+def graph_options(explicit=None) -> dict:
+    """The options a ``dd.read_parquet`` call puts in its graph.
+
+    The :func:`options` context in force now, with ``explicit`` (the call's
+    ``hwdecomp_options``) on top; the environment and the defaults are left
+    to the process that reads. Validated here, so a bad value fails at the
+    call.
+
+    Raises
+    ------
+    TypeError
+        An unknown option name, or ``explicit`` of the wrong type.
+    ValueError
+        An invalid value.
+    """
+    merged = {**_context.get(), **as_option_dict(explicit)}
+    Options().replace(**merged)  # the workers' environment is not this one's
+    return merged
+
+
 @contextlib.contextmanager
 def options(**changes: Any) -> Iterator[Options]:
     """Set options for reads made in this thread inside the ``with`` block.
+
+    A ``dd.read_parquet`` called inside the block keeps these options in its
+    graph: they apply when it computes, inside the block or not.
 
     Examples
     --------

@@ -2,8 +2,8 @@
 
 Every read fills a :class:`ReadReport`. Reports reach the user three ways:
 ``read_table(..., report=r)`` accumulates into ``r``; :func:`collect_reports`
-gathers every report made in this process while it is open (also under the
-threaded scheduler); under ``distributed`` each figure is also handed to
+gathers the reads made inside its block (under dask's threaded, synchronous
+and processes schedulers too); under ``distributed`` each figure is also handed to
 ``distributed.metrics.context_meter`` so it shows in the dashboard's fine
 performance metrics (see :mod:`dask_hwdecomp.engine.metrics`).
 """
@@ -11,15 +11,26 @@ performance metrics (see :mod:`dask_hwdecomp.engine.metrics`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
 
-__all__ = ["ReadReport", "CodecStats", "collect_reports", "STAGES"]
+from . import report_processes
 
-STAGES = ("io", "scan", "decompress", "decode")
+__all__ = ["ReadReport", "CodecStats", "collect_reports", "STAGES", "PYARROW_NO_GPU", "UNKNOWN_CODEC"]
+
+STAGES = ("io", "scan", "decompress", "decode", "pyarrow")
+
+# The backend a report names when pyarrow's own reader decompressed (``auto``
+# on a machine where no GPU backend can run). pyarrow does not say how many
+# pages it read: such rows count bytes from the footer, never pages.
+PYARROW_NO_GPU = "pyarrow (no GPU)"
+# The codec of a pyarrow row whose footer was not read again for the report
+# (a file on a remote filesystem, where that would cost a request).
+UNKNOWN_CODEC = "UNKNOWN"
 
 
 @dataclass
@@ -45,7 +56,10 @@ class ReadReport:
         ``{(backend, codec): CodecStats}``; codec is the Parquet codec name.
     stages : dict
         Seconds per stage: ``io`` (fetching bytes), ``scan`` (footer and page
-        headers, layout), ``decompress``, ``decode`` (pyarrow).
+        headers, layout), ``decompress``, ``decode`` (pyarrow decoding the
+        uncompressed image), ``pyarrow`` (a whole read by pyarrow's own
+        reader, its I/O, decompression and decoding in one: backend
+        ``pyarrow (no GPU)``).
     fallbacks : list of (str, str)
         Files read through pyarrow's own reader, with the reason.
     retries : list of str
@@ -112,7 +126,8 @@ class ReadReport:
             "batches": self.batches,
             "stages_s": dict(self.stages),
             "by_backend": [
-                {"backend": b, "codec": c, **s.__dict__} for (b, c), s in sorted(self.by_backend.items())
+                {"backend": b, "codec": c, **s.__dict__, **({"pages": None} if b == PYARROW_NO_GPU else {})}
+                for (b, c), s in sorted(self.by_backend.items())
             ],
             "fallbacks": [list(f) for f in self.fallbacks],
             "retries": list(self.retries),
@@ -123,6 +138,9 @@ class ReadReport:
         """Human-readable lines: one per (backend, codec), then stages."""
         lines = []
         for (b, c), s in sorted(self.by_backend.items()):
+            if b == PYARROW_NO_GPU:
+                lines.append(_pyarrow_line(c, s))
+                continue
             lines.append(
                 f"{c:>12} on {b:<8} {s.pages:>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
                 f"{s.uncompressed_bytes / 1e6:>10.1f} MB"
@@ -137,13 +155,37 @@ class ReadReport:
         return "\n".join(lines)
 
 
+def _pyarrow_line(codec: str, s: CodecStats) -> str:
+    if codec == UNKNOWN_CODEC:
+        return f"{'?':>12} on {PYARROW_NO_GPU}: codecs and sizes not read (remote files); pages not counted"
+    return (
+        f"{codec:>12} on {PYARROW_NO_GPU} {'?':>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
+        f"{s.uncompressed_bytes / 1e6:>10.1f} MB (sizes from the footer; pyarrow does not count pages)"
+    )
+
+
 _lock = threading.Lock()
-_collectors: list[ReadReport] = []
+# The blocks open in this context, outermost first. dask's threaded and
+# synchronous schedulers run tasks in the context of the thread that
+# computes, so a block sees the reads of the computes it starts and not
+# those of other threads.
+_blocks: contextvars.ContextVar[tuple] = contextvars.ContextVar("hwdecomp_collectors", default=())
 
 
 @contextlib.contextmanager
 def collect_reports() -> Iterator[ReadReport]:
-    """Gather every read made in this process inside the block.
+    """Gather the reads made inside the block: its own, nested blocks' included.
+
+    A read counts in every block open in the context that made it: the
+    thread that entered the block, the tasks of the dask computes it runs
+    with the threaded, synchronous or processes scheduler (a processes
+    scheduler's reports arrive when the block closes), nested blocks
+    included. Reads made by other threads, or by threads that do not carry
+    this context (a plain ``threading.Thread``, a ``distributed`` worker),
+    are not: under ``distributed`` read the dashboard's metrics
+    (:func:`dask_hwdecomp.engine.metrics.cluster_metrics`). Two threads
+    computing with the processes scheduler at the same time cannot be told
+    apart: the block that closes first gets both computes' reads.
 
     Examples
     --------
@@ -153,17 +195,33 @@ def collect_reports() -> Iterator[ReadReport]:
     {'SNAPPY': ['cpu']}
     """
     report = ReadReport()
-    with _lock:
-        _collectors.append(report)
+    token = _blocks.set(_blocks.get() + (report,))
+    report_processes.open_block()
     try:
         yield report
     finally:
+        try:
+            for spooled in report_processes.sweep():
+                _deliver(spooled)
+        finally:
+            report_processes.close_block()
+            _blocks.reset(token)
+
+
+def _deliver(report: ReadReport) -> None:
+    """Add ``report`` to every block open in this context."""
+    for block in _blocks.get():
         with _lock:
-            _collectors.remove(report)
+            block += report
 
 
 def publish(report: ReadReport) -> None:
-    """Hand a finished read's report to every open collector."""
-    with _lock:
-        for c in _collectors:
-            c += report
+    """Hand a finished read's report to the blocks open in this context.
+
+    In a worker process of dask's processes scheduler, which holds no block,
+    the report goes back to the process that computes.
+    """
+    if _blocks.get():
+        _deliver(report)
+    else:
+        report_processes.send(report)

@@ -27,12 +27,21 @@ __all__ = [
     "write_matrix",
     "walk_buffers",
     "FUZZ_STATS",
+    "gpu_available",
 ]
 
 # Lines the fuzz tests report; conftest prints them in the terminal summary.
 FUZZ_STATS: list[str] = []
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def gpu_available() -> bool:
+    """True when a GPU backend can run here (then ``backend="auto"`` takes the page path)."""
+    from dask_hwdecomp.decompress import registry
+    from dask_hwdecomp.decompress.routing import GPU_BACKENDS
+
+    return any(registry.probe(name) is None for name in GPU_BACKENDS)
 
 
 def corpus_root() -> Path:

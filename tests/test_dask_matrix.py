@@ -16,8 +16,13 @@ def _as_arrow(df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=True)
 
 
+# The engine's page path (image, batch, decode); on a machine without a GPU
+# backend="auto" would hand the read to pyarrow (tested in test_no_gpu.py).
+PAGE_PATH = {"backend": "cpu"}
+
+
 def _both(paths, scheduler, **kwargs):
-    ours = dd.read_parquet(paths, engine=hwdecomp, **kwargs)
+    ours = dd.read_parquet(paths, engine=hwdecomp, hwdecomp_options=PAGE_PATH, **kwargs)
     ref = dd.read_parquet(paths, engine="pyarrow", **kwargs)
     assert ours.npartitions == ref.npartitions
     return ours.compute(scheduler=scheduler), ref.compute(scheduler=scheduler)
@@ -57,7 +62,9 @@ def test_matrix_local_cluster(matrix_files):
         with Client(cluster) as client:
             client.register_plugin(HwdecompPlugin())
             # all files as one dataset: one partition per row group
-            ours = dd.read_parquet(paths, engine=hwdecomp, dtype_backend="pyarrow", split_row_groups=True)
+            ours = dd.read_parquet(
+                paths, engine=hwdecomp, dtype_backend="pyarrow", split_row_groups=True, hwdecomp_options=PAGE_PATH
+            )
             # The reference runs on the same cluster: results that cross
             # processes are pickled alike (pickling drops map field names).
             ref = dd.read_parquet(paths, engine="pyarrow", dtype_backend="pyarrow", split_row_groups=True)

@@ -40,7 +40,7 @@ def test_worker_killed_mid_read_gives_the_right_result(many_files):
     ref = dd.read_parquet(many_files, engine="pyarrow", split_row_groups=True).compute(scheduler="threads")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
-            df = dd.read_parquet(many_files, engine=hwdecomp, split_row_groups=True)
+            df = dd.read_parquet(many_files, engine=hwdecomp, split_row_groups=True, hwdecomp_options={"backend": "cpu"})
             future = client.compute(df)
             # Kill one worker once tasks are running on it; its nanny restarts
             # it and the scheduler reruns what it held.

@@ -27,8 +27,8 @@ from dask_hwdecomp.format.thrift import T
 from dask_hwdecomp.io.batch import decompress_pieces
 from dask_hwdecomp.io.plan import Piece, plan_piece
 from dask_hwdecomp.options import current_options
-from dask_hwdecomp.report import ReadReport
-from helpers import MATRIX_CODECS, assert_tables_equal, walk_buffers, write_matrix
+from dask_hwdecomp.report import PYARROW_NO_GPU, ReadReport
+from helpers import MATRIX_CODECS, assert_tables_equal, gpu_available, walk_buffers, write_matrix
 from rewrite import compress_values, gzip_members, hadoop_lz4, rewrite_pages
 
 FILE_IDS = [
@@ -68,6 +68,13 @@ def test_full_read(mfile, backend):
     got = dask_hwdecomp.read_table(mfile.path, backend=backend, report=report)
     assert_tables_equal(got, pq.read_table(mfile.path))
     assert not report.fallbacks
+    if backend == "auto" and not gpu_available():
+        # pyarrow's own read: reported as such, sizes from the footer.
+        assert {b for b, _ in report.by_backend} == {PYARROW_NO_GPU} and report.batches == 0
+        md = pq.ParquetFile(mfile.path).metadata
+        chunks = [md.row_group(i).column(j) for i in range(md.num_row_groups) for j in range(md.num_columns)]
+        assert sum(s.compressed_bytes for s in report.by_backend.values()) == sum(c.total_compressed_size for c in chunks)
+        return
     if mfile.codec != "none":
         md = pq.ParquetFile(mfile.path).metadata
         assert sum(s.pages for s in report.by_backend.values()) > md.num_row_groups * md.num_columns / 2

@@ -174,7 +174,10 @@ def _mean_report(reports: list[dict]) -> dict | None:
         for entry in r["by_backend"]:
             key = f"{entry['codec']} on {entry['backend']}"
             backends.setdefault(key, {"pages": 0, "uncompressed_bytes": 0, "seconds": 0.0})
-            backends[key]["pages"] += entry["pages"] // n
+            if entry["pages"] is None or backends[key]["pages"] is None:  # pyarrow (no GPU): not counted
+                backends[key]["pages"] = None
+            else:
+                backends[key]["pages"] += entry["pages"] // n
             backends[key]["uncompressed_bytes"] += entry["uncompressed_bytes"] // n
             backends[key]["seconds"] += entry["seconds"] / n
     last = reports[-1]

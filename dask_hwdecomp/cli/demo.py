@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..report import PYARROW_NO_GPU
 from .errors import UsageError
 
 __all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
@@ -234,7 +235,10 @@ def _print(result: DemoResult, path: str, args) -> None:
     print(f"files              {report.files}")
     print(f"pages              {compressed / 1e6:,.1f} MB compressed -> {uncompressed / 1e6:,.1f} MB")
     for codec, backends in report.backends.items():
-        counts = ", ".join(f"{b} ({report.by_backend[(b, codec)].pages} pages)" for b in backends)
+        counts = ", ".join(
+            f"{b} (pages not counted)" if b == PYARROW_NO_GPU else f"{b} ({report.by_backend[(b, codec)].pages} pages)"
+            for b in backends
+        )
         print(f"backend            {codec}: {counts}")
     if not report.by_backend:
         print("backend            (no compressed pages)")

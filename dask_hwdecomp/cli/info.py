@@ -30,7 +30,7 @@ def collect(backend: str | None = None) -> dict:
     """Everything ``hwdecomp info`` shows, as a dict."""
     from ..bench.system import system_info
     from ..decompress import registry
-    from ..decompress.routing import Router
+    from ..decompress.routing import Router, pyarrow_reads, pyarrow_routes
     from ..errors import BackendUnavailableError
     from ..options import current_options
 
@@ -48,15 +48,22 @@ def collect(backend: str | None = None) -> dict:
     except ImportError as exc:
         info["engine"] = f"not importable: {exc}"
     try:
-        info["routing"] = Router(opts).describe()
+        info["routing"] = pyarrow_routes() if pyarrow_reads(opts) else Router(opts).describe()
     except BackendUnavailableError as exc:
         info["routing"] = f"unavailable: {exc}"
     return info
 
 
+def _pyarrow_only(routing: dict) -> bool:
+    from ..report import PYARROW_NO_GPU
+
+    return all(names == [PYARROW_NO_GPU] for names in routing.values())
+
+
 def run(args) -> int:
     """Print the report; exit 0 (1 when the requested backend cannot run)."""
     from ..bench.system import format_system
+    from ..report import PYARROW_NO_GPU
 
     info = collect(args.backend)
     if args.json:
@@ -73,6 +80,11 @@ def run(args) -> int:
         print(f"decompression engine: {info['engine']}")
     print(f"options: backend={info['options']['backend']} cpu_threads={info['options']['cpu_threads']} "
           f"batch_bytes={info['options']['batch_bytes']} streams={info['options']['streams']}")
+    if isinstance(info["routing"], dict) and _pyarrow_only(info["routing"]):
+        print(f"routing: every bitstream -> {PYARROW_NO_GPU}: no GPU backend can run here, so backend=auto")
+        print("  hands reads to pyarrow's own reader (as engine='pyarrow'); backend=cpu takes the page path")
+        print("  (page checksums, errors naming the page)")
+        return 0
     if isinstance(info["routing"], dict):
         print("routing (bitstream -> backends in order):")
         for algo, names in info["routing"].items():

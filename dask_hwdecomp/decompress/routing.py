@@ -16,11 +16,11 @@ from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
 from ..format.codecs import CODEC_NAMES, Algo
 from ..format.layout import Job
 from ..options import Options
-from ..report import ReadReport
+from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry
 from .cpu import decompress_one
 
-__all__ = ["ROUTES", "Router"]
+__all__ = ["ROUTES", "Router", "PYARROW_NO_GPU", "GPU_BACKENDS", "pyarrow_reads", "pyarrow_routes"]
 
 _GPU = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4, Algo.ZSTD)
 _CPU_ONLY = (Algo.GZIP, Algo.BROTLI)
@@ -40,6 +40,26 @@ ROUTES: dict[str, dict[Algo, tuple[str, ...]]] = {
     },
     "cpu": {a: ("cpu",) for a in Algo},
 }
+
+
+GPU_BACKENDS = ("hardware", "nvcomp")
+
+def pyarrow_reads(options: Options) -> bool:
+    """True when a read with ``options`` goes to pyarrow's own reader.
+
+    That is ``backend="auto"`` on a machine where no GPU backend can run
+    (the registry's probes say so), unless ``verify_checksums`` asks for
+    the page path, which checks CRCs and names the page that fails. A named
+    backend, ``"cpu"`` included, always takes the page path.
+    """
+    if options.backend != "auto" or options.verify_checksums:
+        return False
+    return all(registry.probe(name) is not None for name in GPU_BACKENDS)
+
+
+def pyarrow_routes() -> dict:
+    """``{bitstream: [PYARROW_NO_GPU]}``: the routing of a read :func:`pyarrow_reads` takes."""
+    return {algo.value: [PYARROW_NO_GPU] for algo in Algo}
 
 
 class Router:

@@ -12,6 +12,10 @@ It overrides three methods of
   through the same pyarrow calls the parent makes on the file, so columns,
   filters, index, categories, partitions and dtype backends behave as with
   ``engine="pyarrow"``.
+
+With ``backend="auto"`` on a machine where no GPU backend can run,
+:meth:`read_partition` is the parent's, untouched: pyarrow reads and
+decompresses, and the report names the backend ``pyarrow (no GPU)``.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from dask.dataframe.io.parquet.arrow import (
     _wrapped_fs,
 )
 
+from ..decompress.routing import pyarrow_reads
 from ..io.decode import decode_errors
-from ..options import current_options
+from ..io.passthrough import account_footer
+from ..io.reader import filter_columns
+from ..options import as_option_dict, current_options, graph_options
 from ..report import ReadReport, publish
 from . import metrics
 from .prepare import current_images, needed_columns, piece_key, prepared_images
@@ -40,8 +47,10 @@ __all__ = ["HwdecompEngine"]
 class HwdecompEngine(ArrowDatasetEngine):
     """Pass as ``dd.read_parquet(path, engine=HwdecompEngine)``.
 
-    Options go in ``hwdecomp_options={...}`` (see
-    :class:`dask_hwdecomp.options.Options`); every other argument is
+    Options go in ``hwdecomp_options=`` (a dict, or a
+    :class:`dask_hwdecomp.options.Options`); a ``with
+    dask_hwdecomp.options(...)`` block around the ``dd.read_parquet`` call
+    applies too, wherever the graph computes. Every other argument is
     ``dd.read_parquet``'s. ``filesystem="arrow"`` is not supported (dask
     refuses it with custom engines); fsspec filesystems are.
     """
@@ -49,6 +58,19 @@ class HwdecompEngine(ArrowDatasetEngine):
     @classmethod
     def multi_support(cls):
         return True
+
+    @classmethod
+    def _collect_dataset_info(cls, paths, fs, categories, index, gather_statistics, filters, split_row_groups,
+                              blocksize, aggregate_files, ignore_metadata_file, metadata_task_size,
+                              parquet_file_extension, kwargs):
+        # Runs when dd.read_parquet is called, in the caller's context: the
+        # options in force there go into the graph with the call's own.
+        kwargs = dict(kwargs)
+        kwargs["hwdecomp_options"] = graph_options(kwargs.get("hwdecomp_options"))
+        return super()._collect_dataset_info(
+            paths, fs, categories, index, gather_statistics, filters, split_row_groups, blocksize,
+            aggregate_files, ignore_metadata_file, metadata_task_size, parquet_file_extension, kwargs,
+        )
 
     @classmethod
     def read_partition(
@@ -73,9 +95,29 @@ class HwdecompEngine(ArrowDatasetEngine):
         BackendUnavailableError
             The requested backend cannot run here.
         """
-        hw = dict(kwargs.pop("hwdecomp_options", None) or {})
-        options = current_options(**hw)
+        options = current_options(**as_option_dict(kwargs.pop("hwdecomp_options", None)))
         report = ReadReport()
+        if pyarrow_reads(options):
+            # No GPU backend here: the parent reads as engine="pyarrow" does;
+            # _read_table times each piece and reads its footer figures.
+            token = _pyarrow_report.set(report)
+            try:
+                return super().read_partition(
+                    fs,
+                    pieces,
+                    columns,
+                    index,
+                    dtype_backend=dtype_backend,
+                    categories=categories,
+                    partitions=partitions,
+                    filters=filters,
+                    schema=schema,
+                    **kwargs,
+                )
+            finally:
+                _pyarrow_report.reset(token)
+                publish(report)
+                metrics.digest(report)
         plist = pieces if isinstance(pieces, list) else [pieces]
         cols = None if columns is None else list(columns)
         if cols is not None and not isinstance(partitions, (list, tuple)) and partitions:
@@ -116,6 +158,16 @@ class HwdecompEngine(ArrowDatasetEngine):
         partition_keys,
         **kwargs,
     ):
+        passthrough = _pyarrow_report.get()
+        if passthrough is not None:
+            with passthrough.stage("pyarrow"):
+                table = super()._read_table(
+                    path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
+                )
+            if isinstance(path_or_frag, str):
+                with passthrough.stage("scan"):
+                    account_footer(passthrough, fs, path_or_frag, row_groups, _read_columns(columns, filters))
+            return table
         images = current_images()
         image = None
         if images is not None and isinstance(path_or_frag, str):
@@ -194,6 +246,17 @@ class HwdecompEngine(ArrowDatasetEngine):
         return table
 
 
+def _read_columns(columns, filters):
+    """The names pyarrow reads for ``columns`` (None: all) and ``filters``."""
+    if columns is None:
+        return None
+    return [c for c in columns if c is not None] + sorted(filter_columns(filters) if filters else ())
+
+
 import contextvars  # noqa: E402
 
 _report: contextvars.ContextVar[ReadReport] = contextvars.ContextVar("hwdecomp_report", default=ReadReport())
+# The report of a partition pyarrow reads itself (no GPU), else None.
+_pyarrow_report: contextvars.ContextVar[ReadReport | None] = contextvars.ContextVar(
+    "hwdecomp_pyarrow_report", default=None
+)

@@ -4,17 +4,18 @@ Inside a task on a ``distributed`` worker, :func:`digest` hands each figure
 of a :class:`~dask_hwdecomp.report.ReadReport` to
 ``distributed.metrics.context_meter``: stage times as seconds (so they show
 as their own activities in the dashboard's Fine Performance Metrics),
-bytes and page counts per backend and codec. Outside a worker it does
-nothing. :func:`cluster_metrics` reads the totals back from the scheduler
-(they travel with worker heartbeats, so they lag a read by up to a
-heartbeat); :func:`cluster_report` asks every worker's
+bytes and page counts per backend and codec (for ``pyarrow (no GPU)``
+reads: bytes from the footer and a count of files, no pages). Outside a
+worker it does nothing. :func:`cluster_metrics` reads the totals back from
+the scheduler (they travel with worker heartbeats, so they lag a read by up
+to a heartbeat); :func:`cluster_report` asks every worker's
 :class:`~dask_hwdecomp.engine.plugin.HwdecompPlugin` instead, and is exact
 once the reads' tasks have finished.
 """
 
 from __future__ import annotations
 
-from ..report import ReadReport
+from ..report import PYARROW_NO_GPU, UNKNOWN_CODEC, ReadReport
 
 __all__ = ["digest", "cluster_metrics", "cluster_report", "PREFIX"]
 
@@ -39,9 +40,17 @@ def digest(report: ReadReport) -> None:
             context_meter.digest_metric(f"{PREFIX}-{stage}", seconds, "seconds")
     for (backend, codec), s in report.by_backend.items():
         label = f"{PREFIX}-{backend}-{codec}"
+        if backend == PYARROW_NO_GPU:
+            # pyarrow does not count pages; its bytes come from the footer.
+            if codec != UNKNOWN_CODEC:
+                context_meter.digest_metric(label, s.compressed_bytes, "compressed-bytes")
+                context_meter.digest_metric(label, s.uncompressed_bytes, "bytes")
+            continue
         context_meter.digest_metric(label, s.pages, "pages")
         context_meter.digest_metric(label, s.compressed_bytes, "compressed-bytes")
         context_meter.digest_metric(label, s.uncompressed_bytes, "bytes")
+    if any(backend == PYARROW_NO_GPU for backend, _ in report.by_backend):
+        context_meter.digest_metric(f"{PREFIX}-{PYARROW_NO_GPU}", report.files, "files")
     if report.fallbacks:
         context_meter.digest_metric(f"{PREFIX}-fallback", len(report.fallbacks), "files")
     if report.retries:

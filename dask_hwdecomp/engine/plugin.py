@@ -20,7 +20,7 @@ import threading
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..decompress import registry
-from ..decompress.routing import Router
+from ..decompress.routing import Router, pyarrow_reads, pyarrow_routes
 from ..options import current_options
 from ..report import ReadReport
 
@@ -84,8 +84,11 @@ class HwdecompPlugin(WorkerPlugin):
         self._lock = threading.Lock()
         self.totals = ReadReport()
         opts = current_options(**self.options)
-        router = Router(opts)  # opens every usable backend, raises if absent
-        self.backends = router.describe()
+        if pyarrow_reads(opts):
+            self.backends = pyarrow_routes()  # nothing to open: pyarrow reads
+        else:
+            router = Router(opts)  # opens every usable backend, raises if absent
+            self.backends = router.describe()
         worker.extensions.setdefault("hwdecomp", self)
         logger.info("hwdecomp backends on %s: %s", worker.address, self.backends)
 

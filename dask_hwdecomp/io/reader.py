@@ -8,12 +8,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..decompress.routing import Router
+from ..decompress.routing import Router, pyarrow_reads
 from ..errors import PageLocation, UnsupportedFeatureError
-from ..options import Options, current_options
+from ..options import Options, as_option_dict, current_options
 from ..report import ReadReport, publish
 from .batch import iter_batches
 from .decode import decode_errors
+from .passthrough import account_footer
 from .plan import Piece, PiecePlan, plan_piece
 from .sources import Source, resolve_source
 
@@ -58,6 +59,7 @@ def read_table(
     ignore_prefixes: list | None = None,
     report: ReadReport | None = None,
     use_threads: bool = True,
+    hwdecomp_options: Options | dict | None = None,
     **options,
 ) -> pa.Table:
     """Read Parquet into a :class:`pyarrow.Table`, decompressing on the chosen backend.
@@ -69,6 +71,11 @@ def read_table(
     ``row_groups`` is given). pyarrow finds the files (hive partitions,
     ignored prefixes, the dataset schema); each file's pages go through
     the chosen backend.
+    With ``backend="auto"`` on a machine where no GPU backend can run,
+    pyarrow reads and decompresses every file itself, its exceptions pass
+    through unchanged, and the report names the backend ``pyarrow (no
+    GPU)``; ``backend="cpu"`` takes the project's page path (checksums,
+    errors naming the page).
 
     Parameters
     ----------
@@ -95,8 +102,11 @@ def read_table(
         Filled with what the read did.
     use_threads : bool
         Let pyarrow decode with several threads.
+    hwdecomp_options : Options or dict, optional
+        Options for this read, as ``dd.read_parquet`` takes them.
     **options
-        Any field of :class:`~dask_hwdecomp.options.Options`.
+        Any field of :class:`~dask_hwdecomp.options.Options`; wins over
+        ``hwdecomp_options``.
 
     Returns
     -------
@@ -120,7 +130,7 @@ def read_table(
     UnsupportedFeatureError
         A file this path cannot serve, with ``on_unsupported="raise"``.
     """
-    opts = current_options(**options)
+    opts = current_options(**{**as_option_dict(hwdecomp_options), **options})
     src = resolve_source(
         source,
         filesystem,
@@ -135,8 +145,22 @@ def read_table(
             f"row_groups selects row groups of one file; this source holds {len(src.files)} files"
         )
     local = ReadReport()
-    router = Router(opts)
     rgs = None if row_groups is None else tuple(row_groups)
+    if pyarrow_reads(opts):
+        # No GPU backend here: pyarrow decompresses as fast as the CPU pool
+        # would, without the page scan and the uncompressed copy.
+        try:
+            with local.stage("pyarrow"):
+                parts = [_decode(f.fragment, src, columns, rgs, use_threads) for f in src.files]
+            with local.stage("scan"):
+                for f in src.files:
+                    account_footer(local, src.fs, f.path, row_groups, _needed(columns, filters))
+        finally:
+            publish(local)
+            if report is not None:
+                report += local
+        return _concat(parts) if parts else _empty(src, columns)
+    router = Router(opts)
     tables: dict[int, pa.Table] = {}
     try:
         with local.stage("scan"):

@@ -1,0 +1,116 @@
+"""Options: an ``Options`` or a dict, byte sizes as strings, the environment, options in the graph."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dask.dataframe as dd
+
+import dask_hwdecomp
+from dask_hwdecomp import LimitExceededError, Options, ReadReport, collect_reports, current_options, hwdecomp
+from dask_hwdecomp.options import UnknownOptionWarning
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("options") / "data.parquet"
+    pq.write_table(pa.table({"k": np.arange(5000), "s": [f"v{i % 7}" for i in range(5000)]}), p,
+                   compression="snappy", row_group_size=1000)
+    return str(p)
+
+
+# --- byte sizes -----------------------------------------------------------------------------
+
+
+def test_byte_sizes_take_strings():
+    opts = Options(batch_bytes="64MiB", max_page_bytes="1MB", max_batch_bytes="1GiB")
+    assert (opts.batch_bytes, opts.max_page_bytes, opts.max_batch_bytes) == (64 << 20, 1_000_000, 1 << 30)
+    assert Options().replace(batch_bytes="2 kiB").batch_bytes == 2048
+    with pytest.raises(ValueError, match="max_page_bytes"):
+        Options(max_page_bytes="lots")
+
+
+def test_byte_sizes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("HWDECOMP_MAX_PAGE_BYTES", "64MiB")
+    monkeypatch.setenv("HWDECOMP_BATCH_BYTES", "1000")
+    opts = current_options()
+    assert (opts.max_page_bytes, opts.batch_bytes) == (64 << 20, 1000)
+    monkeypatch.setenv("HWDECOMP_MAX_BATCH_BYTES", "a lot")
+    with pytest.raises(ValueError, match="HWDECOMP_MAX_BATCH_BYTES"):
+        current_options()
+
+
+# --- unknown environment variables ----------------------------------------------------------
+
+
+def test_unknown_variable_warns_once_with_the_closest_name(monkeypatch):
+    monkeypatch.setenv("HWDECOMP_BACKNED", "cpu")
+    with pytest.warns(UnknownOptionWarning, match="HWDECOMP_BACKNED.*did you mean HWDECOMP_BACKEND"):
+        current_options()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownOptionWarning)
+        current_options()  # once per process
+
+
+def test_variables_that_are_not_options_do_not_warn(monkeypatch):
+    monkeypatch.setenv("HWDECOMP_NVCOMP_LIB", "/nowhere/libnvcomp.so")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownOptionWarning)
+        current_options()
+
+
+# --- Options as hwdecomp_options ------------------------------------------------------------
+
+
+def test_read_table_takes_an_options_object(path):
+    report = ReadReport()
+    got = dask_hwdecomp.read_table(path, hwdecomp_options=Options(backend="cpu"), report=report)
+    assert got.equals(pq.read_table(path)) and report.backends == {"SNAPPY": ["cpu"]}
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        dask_hwdecomp.read_table(path, hwdecomp_options={"backend": "cpu", "max_page_bytes": "100B"})
+
+
+def test_dask_takes_an_options_object(path):
+    with collect_reports() as report:
+        got = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=Options(backend="cpu")).compute()
+    assert got.equals(dd.read_parquet(path, engine="pyarrow").compute())
+    assert report.backends == {"SNAPPY": ["cpu"]}
+    with pytest.raises(TypeError, match="Options or a dict"):
+        dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=[("backend", "cpu")])
+
+
+def test_an_options_object_is_a_complete_set_but_for_the_machine_s_core_count():
+    from dask_hwdecomp.options import as_option_dict
+
+    given = as_option_dict(Options(backend="cpu"))
+    assert given["backend"] == "cpu" and given["batch_bytes"] == Options().batch_bytes
+    assert "cpu_threads" not in given  # the reading machine's default applies there
+    assert as_option_dict(Options(cpu_threads=3))["cpu_threads"] == 3
+
+
+# --- the options context travels with the graph ---------------------------------------------
+
+
+def test_context_at_the_call_travels_with_the_graph(path):
+    with dask_hwdecomp.options(backend="cpu", max_page_bytes="100B"):
+        df = dd.read_parquet(path, engine=hwdecomp)
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        df.compute(scheduler="threads")  # outside the block: its options still apply
+    with dask_hwdecomp.options(backend="cpu"):
+        df = dd.read_parquet(path, engine=hwdecomp)
+    with collect_reports() as report:
+        df.compute(scheduler="sync")
+    assert report.backends == {"SNAPPY": ["cpu"]}
+
+
+def test_the_call_s_own_options_win_over_the_context(path):
+    with dask_hwdecomp.options(backend="cpu", max_page_bytes="100B"):
+        df = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options={"max_page_bytes": "1MiB"})
+    with collect_reports() as report:
+        df.compute(scheduler="threads")
+    assert report.backends == {"SNAPPY": ["cpu"]}

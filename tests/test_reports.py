@@ -1,0 +1,107 @@
+"""``collect_reports``: each block gets exactly its own reads (nested, threads, schedulers)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dask.dataframe as dd
+
+import dask_hwdecomp
+from dask_hwdecomp import collect_reports, hwdecomp
+from dask_hwdecomp.report_processes import ENV
+
+CPU = {"backend": "cpu"}  # the page path: pages and bytes are counted
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reports")
+    out = []
+    for i in range(4):
+        path = root / f"part{i}.parquet"
+        pq.write_table(pa.table({"k": np.arange(i * 2000, (i + 1) * 2000)}), path, compression="zstd", row_group_size=500)
+        out.append(str(path))
+    return out
+
+
+def test_nested_blocks_keep_their_own_reads(files):
+    with collect_reports() as outer:
+        with collect_reports() as inner:
+            pass
+        dask_hwdecomp.read_table(files[0], **CPU)
+    assert (outer.files, inner.files) == (1, 0)
+
+
+def test_a_read_in_an_inner_block_counts_in_both(files):
+    with collect_reports() as outer:
+        dask_hwdecomp.read_table(files[0], **CPU)
+        with collect_reports() as inner:
+            dask_hwdecomp.read_table(files[1], **CPU)
+        with collect_reports() as empty:
+            pass
+    assert (outer.files, inner.files, empty.files) == (2, 1, 0)
+
+
+def _in_threads(work) -> list:
+    """Run ``work(i, barrier)`` in two threads; return their results."""
+    barrier = threading.Barrier(2, timeout=60)
+    results: list = [None, None]
+    errors: list = []
+
+    def run(i):
+        try:
+            results[i] = work(i, barrier)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return results
+
+
+def test_blocks_in_two_threads_get_their_own_reads(files):
+    def work(i, barrier):
+        with collect_reports() as report:
+            barrier.wait()  # both blocks open and still empty
+            for path in files[: i + 1]:
+                dask_hwdecomp.read_table(path, **CPU)
+            barrier.wait()  # both done reading before either closes
+        return report.files
+
+    assert _in_threads(work) == [1, 2]
+
+
+def test_threaded_scheduler_reads_go_to_the_block_that_computes(files):
+    def work(i, barrier):
+        df = dd.read_parquet(files[: 2 * i + 1], engine=hwdecomp, hwdecomp_options=CPU)
+        with collect_reports() as report:
+            barrier.wait()
+            df.compute(scheduler="threads")
+            barrier.wait()
+        return report.files
+
+    assert _in_threads(work) == [1, 3]
+
+
+def test_processes_scheduler_report_is_gathered(files):
+    df = dd.read_parquet(files, engine=hwdecomp, hwdecomp_options=CPU)
+    with collect_reports() as threaded:
+        df.compute(scheduler="threads")
+    with collect_reports() as processes:
+        df.compute(scheduler="processes", num_workers=2)
+    assert processes.files == threaded.files == 4
+    assert processes.batches == threaded.batches
+    assert {k: (s.pages, s.compressed_bytes) for k, s in processes.by_backend.items()} == {
+        k: (s.pages, s.compressed_bytes) for k, s in threaded.by_backend.items()
+    }
+    assert ENV not in os.environ  # the spool is gone with the last block
