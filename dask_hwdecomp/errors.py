@@ -1,14 +1,32 @@
-"""The exceptions dask_hwdecomp raises.
+"""The exceptions dask_hwdecomp raises for what it finds in a file.
 
-Every error is a :class:`HwdecompError`. Where the reader knows it, the
+Every error about a file's content, or about this reader's limits and
+backends, is a :class:`HwdecompError`. Where the reader knows it, the
 message names the file, row group, column and page, and the offending value
 with its limit, so that a failed read in a cluster of hundreds of files says
 exactly where to look.
+
+Each is also an instance of what pyarrow raises for the same fault, so that
+handlers written for pyarrow (``except (OSError, pyarrow.ArrowInvalid)``)
+keep catching them:
+
+- corrupt or undecodable pages, CRC mismatches, refused sizes: ``OSError``;
+- broken metadata: both ``OSError`` and ``pyarrow.ArrowInvalid`` (pyarrow
+  raises ``ArrowInvalid`` for a bad footer frame, ``OSError`` for a footer
+  or page header that does not decode);
+- data pyarrow cannot decode: both, as pyarrow raises either;
+- a feature not served: ``pyarrow.ArrowNotImplementedError``.
+
+Mistakes in the call itself (a missing path, an unknown option, a row group
+the file lacks) raise what Python or pyarrow raise for them; see the errors
+section of the user guide.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 __all__ = [
     "HwdecompError",
@@ -68,6 +86,8 @@ class HwdecompError(Exception):
         self.reason = message
         self.location = location
         where = location.describe() if location is not None else ""
+        # One argument only, whichever built-in comes next in the MRO
+        # (OSError takes a lone argument as its message, without errno).
         super().__init__(f"{where}: {message}" if where else message)
 
     def __reduce__(self):
@@ -76,20 +96,28 @@ class HwdecompError(Exception):
         return (type(self), (self.reason, self.location))
 
 
-class CorruptMetadataError(HwdecompError):
-    """The footer or a page header cannot be decoded or is inconsistent."""
+class CorruptMetadataError(HwdecompError, OSError, pa.ArrowInvalid):
+    """The footer or a page header cannot be decoded or is inconsistent.
+
+    Also an ``OSError`` and a ``pyarrow.ArrowInvalid`` (and so a
+    ``ValueError``): pyarrow raises the one or the other for broken metadata.
+    """
 
 
-class CorruptPageError(HwdecompError):
-    """A page body does not decompress to what its header declares."""
+class CorruptPageError(HwdecompError, OSError):
+    """A page body does not decompress to what its header declares.
+
+    Also an ``OSError``, as pyarrow's "Corrupt snappy compressed data" is.
+    """
 
 
-class CorruptDataError(HwdecompError):
+class CorruptDataError(HwdecompError, OSError, pa.ArrowInvalid):
     """pyarrow could not decode the decompressed pages (levels, values, schema).
 
     Page decompression succeeded and every size matched its header, but the
     bytes inside are not valid Parquet data. pyarrow's own exception is
-    chained as ``__cause__``.
+    chained as ``__cause__``; this error is both an ``OSError`` and a
+    ``pyarrow.ArrowInvalid``, the two pyarrow raises for such data.
     """
 
 
@@ -97,13 +125,20 @@ class ChecksumError(CorruptPageError):
     """A page's CRC-32 does not match its bytes (``verify_checksums=True``)."""
 
 
-class UnsupportedFeatureError(HwdecompError):
-    """The file uses a feature this reader does not serve (e.g. LZO)."""
+class UnsupportedFeatureError(HwdecompError, pa.ArrowNotImplementedError):
+    """The file uses a feature this reader does not serve (e.g. LZO).
+
+    Also a ``pyarrow.ArrowNotImplementedError`` (a ``NotImplementedError``).
+    """
 
 
 class BackendUnavailableError(HwdecompError):
     """An explicitly requested decompression backend cannot run here."""
 
 
-class LimitExceededError(HwdecompError):
-    """A size exceeds a configured bound; the message names the option."""
+class LimitExceededError(HwdecompError, OSError):
+    """A size exceeds a configured bound; the message names the option.
+
+    Also an ``OSError``: the file is not read, as when pyarrow refuses a
+    page or a footer too large for its own bounds.
+    """
