@@ -125,7 +125,7 @@ def read_table(
         assert len(batches) == 1
         with batches[0] as batch:
             image = batch.images[0]
-            with local.stage("decode"), decode_errors(path, image.row_groups):
+            with local.stage("decode"), decode_errors(path, image.row_groups, image.buffer):
                 reader = pa.BufferReader(image.buffer)
                 if row_groups is not None:
                     return pq.ParquetFile(reader).read_row_groups(
