@@ -10,11 +10,12 @@ Each is also an instance of what pyarrow raises for the same fault, so that
 handlers written for pyarrow (``except (OSError, pyarrow.ArrowInvalid)``)
 keep catching them:
 
-- corrupt or undecodable pages, CRC mismatches, refused sizes: ``OSError``;
-- broken metadata: both ``OSError`` and ``pyarrow.ArrowInvalid`` (pyarrow
-  raises ``ArrowInvalid`` for a bad footer frame, ``OSError`` for a footer
-  or page header that does not decode);
-- data pyarrow cannot decode: both, as pyarrow raises either;
+- broken metadata, pages, checksums, data pyarrow cannot decode, sizes
+  above a limit: both ``OSError`` and ``pyarrow.ArrowInvalid`` (so also
+  ``ValueError``). pyarrow raises one or the other for the same kind of
+  fault: ``ArrowInvalid`` for a bad footer frame or a page that
+  decompresses to the wrong size, ``OSError`` for a footer or page header
+  that does not decode, corrupt compressed data or a CRC mismatch;
 - a feature not served: ``pyarrow.ArrowNotImplementedError``.
 
 Mistakes in the call itself (a missing path, an unknown option, a row group
@@ -30,6 +31,7 @@ import pyarrow as pa
 
 __all__ = [
     "HwdecompError",
+    "CorruptFileError",
     "CorruptMetadataError",
     "CorruptPageError",
     "CorruptDataError",
@@ -96,28 +98,31 @@ class HwdecompError(Exception):
         return (type(self), (self.reason, self.location))
 
 
-class CorruptMetadataError(HwdecompError, OSError, pa.ArrowInvalid):
-    """The footer or a page header cannot be decoded or is inconsistent.
+class CorruptFileError(HwdecompError, OSError, pa.ArrowInvalid):
+    """Base of the errors about a file's bytes; also ``OSError`` and ``pyarrow.ArrowInvalid``.
 
-    Also an ``OSError`` and a ``pyarrow.ArrowInvalid`` (and so a
-    ``ValueError``): pyarrow raises the one or the other for broken metadata.
+    pyarrow raises one or the other for the same kind of fault (``OSError``
+    for corrupt compressed data or a header that does not decode,
+    ``ArrowInvalid`` for a bad footer frame or a page of the wrong size), so
+    every subclass is both: a handler written for pyarrow catches it.
     """
 
 
-class CorruptPageError(HwdecompError, OSError):
-    """A page body does not decompress to what its header declares.
-
-    Also an ``OSError``, as pyarrow's "Corrupt snappy compressed data" is.
-    """
+class CorruptMetadataError(CorruptFileError):
+    """The footer or a page header cannot be decoded or is inconsistent."""
 
 
-class CorruptDataError(HwdecompError, OSError, pa.ArrowInvalid):
+class CorruptPageError(CorruptFileError):
+    """A page body does not decompress to what its header declares."""
+
+
+class CorruptDataError(CorruptFileError):
     """pyarrow could not decode the decompressed pages (levels, values, schema).
 
     Page decompression succeeded and every size matched its header, but the
     bytes inside are not valid Parquet data. pyarrow's own exception is
-    chained as ``__cause__``; this error is both an ``OSError`` and a
-    ``pyarrow.ArrowInvalid``, the two pyarrow raises for such data.
+    chained as ``__cause__``. The location names the row group and column
+    that fail to decode on their own, where one does.
     """
 
 
@@ -136,9 +141,10 @@ class BackendUnavailableError(HwdecompError):
     """An explicitly requested decompression backend cannot run here."""
 
 
-class LimitExceededError(HwdecompError, OSError):
+class LimitExceededError(CorruptFileError):
     """A size exceeds a configured bound; the message names the option.
 
-    Also an ``OSError``: the file is not read, as when pyarrow refuses a
-    page or a footer too large for its own bounds.
+    A :class:`CorruptFileError` (so ``OSError`` and ``ArrowInvalid``) like
+    pyarrow's refusal of a page or footer beyond its own bounds: in practice
+    a declared size this large is a corrupt header.
     """
