@@ -107,7 +107,8 @@ def _fuzz(seeds, tmp_path, *, seconds: float, max_cases: int, offset: int, name:
     r = harness.results
     elapsed = time.monotonic() - started
     FUZZ_STATS.append(f"{name}: {r.summary()} in {elapsed:.1f}s; per mutator: {dict(sorted(r.by_mutator.items()))}"
-                      + (f"; pyarrow itself crashed/hung on {len(r.oracle_trouble)}" if r.oracle_trouble else ""))
+                      + (f"; pyarrow itself crashed/hung on {len(r.oracle_trouble)}" if r.oracle_trouble else "")
+                      + f"; our error where pyarrow reads, by cause: {dict(sorted(r.stricter.items()))}")
     print(FUZZ_STATS[-1])
     if r.failures:
         keep = tmp_path / "failures"
@@ -311,3 +312,30 @@ def test_crc_of_another_type_is_skipped(seeds, tmp_path):
     from helpers import assert_tables_equal
 
     assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu", verify_checksums=True), want)
+
+
+# --- the verdict: our error where pyarrow reads passes only for a listed cause ---------------
+
+from fuzzing import stricter_cause  # noqa: E402
+
+
+def test_stricter_causes_match_by_type_and_message():
+    cause = stricter_cause("CorruptMetadataError: file 'x', row group 0, column 'a': "
+                           "row group declares 100 rows but the column chunk holds 99 values")
+    assert cause is not None and cause.name == "row count above the values"
+    # the same words under another exception type, or another message, are no listed cause
+    assert stricter_cause("CorruptPageError: row group declares 100 rows but the column chunk holds 99 values") is None
+    assert stricter_cause("CorruptMetadataError: file 'x': file does not end in PAR1") is None
+
+
+def test_a_new_stricter_case_fails_the_verdict(seeds, tmp_path, monkeypatch):
+    """A valid file refused for a reason outside the list is a failure, not a pass."""
+    path, _ = next(s for s in seeds if s[0].stem == "zstd-v1-plain")
+    monkeypatch.setenv("HWDECOMP_MAX_PAGE_BYTES", "16")  # reaches the child: every page is "too big"
+    harness = Harness(tmp_path, timeout=30.0, memory_limit=3 << 30)
+    try:
+        verdict = harness.run(path.read_bytes(), f"unmutated:{path.name}:0")
+    finally:
+        harness.close()
+    assert verdict == "FAIL-stricter-than-pyarrow"
+    assert "max_page_bytes" in harness.results.failures[0][2]
