@@ -292,8 +292,6 @@ STRICTER_CAUSES = (
                   r"row group declares -?\d+ rows but the column chunk holds \d+ values$"),
     StricterCause("chunk values short of its metadata", "CorruptMetadataError",
                   r"column chunk ends after \d+ of its \d+ values$"),
-    StricterCause("thrift field of an unknown type", "CorruptMetadataError",
-                  r"(footer|page header) does not decode \(thrift: unknown type \d+ at byte \d+\)$"),
     StricterCause("footer field of the wrong thrift type", "CorruptMetadataError",
                   r"footer field \w+\.\w+ has thrift type \d+, expected \d+$"),
     StricterCause("chunk or page overlapping what follows", "CorruptMetadataError",

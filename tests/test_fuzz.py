@@ -339,3 +339,25 @@ def test_a_new_stricter_case_fails_the_verdict(seeds, tmp_path, monkeypatch):
         harness.close()
     assert verdict == "FAIL-stricter-than-pyarrow"
     assert "max_page_bytes" in harness.results.failures[0][2]
+
+
+@pytest.mark.parametrize("where", ["footer", "page header"])
+def test_stop_byte_with_a_high_nibble_reads_as_pyarrow(seeds, tmp_path, where):
+    """A field header of type 0 ends the struct whatever its high nibble, as Apache Thrift reads it.
+
+    A flipped bit there used to make this reader refuse files pyarrow reads whole.
+    """
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v1-dict")
+    data = bytearray(fm.data)
+    if where == "footer":
+        stop = fm.footer_start + len(encode_struct(fm.footer)) - 1  # FileMetaData's own STOP
+    else:
+        stop = fm.pages[0].body_start - 1  # the first page header's STOP
+    assert data[stop] == 0
+    data[stop] = 0x30
+    bad = tmp_path / "stop.parquet"
+    bad.write_bytes(bytes(data))
+    assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), pq.read_table(bad))
+    assert_tables_equal(pq.read_table(bad), pq.read_table(path))

@@ -253,7 +253,7 @@ def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
                 _fail("unexpected end of data", pos)
             head = b[pos]
             pos += 1
-            if head == 0:
+            if head & 0x0F == T.STOP:  # the high nibble is ignored, see _struct_at
                 return pos
             ftype = head & 0x0F
             delta = head >> 4
@@ -282,7 +282,10 @@ def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER) -> tuple[S
             _fail("unexpected end of data", pos)
         head = b[pos]
         pos += 1
-        if head == 0:
+        if head & 0x0F == T.STOP:
+            # Type 0 ends the struct whatever the high nibble holds, as in
+            # Apache Thrift's compact protocol (which pyarrow uses): a flipped
+            # bit there changes nothing for pyarrow, so nothing here either.
             return out, pos
         ttype = head & 0x0F
         delta = head >> 4
