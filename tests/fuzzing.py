@@ -292,8 +292,8 @@ STRICTER_CAUSES = (
                   r"row group declares -?\d+ rows but the column chunk holds \d+ values$"),
     StricterCause("chunk values short of its metadata", "CorruptMetadataError",
                   r"column chunk ends after \d+ of its \d+ values$"),
-    StricterCause("footer field of the wrong thrift type", "CorruptMetadataError",
-                  r"footer field \w+\.\w+ has thrift type \d+, expected \d+$"),
+    StricterCause("list of a damaged element type", "CorruptMetadataError",
+                  r"footer field \w+\.\w+ is a list of thrift type \d+, expected a list of \d+$"),
     StricterCause("chunk or page overlapping what follows", "CorruptMetadataError",
                   r"(column chunk \d+\+\d+ runs past the footer at \d+"
                   r"|compressed_page_size \d+ runs past the column chunk \(\d+ bytes remain\))$"),

@@ -151,8 +151,12 @@ def _want(s, fid: int, ttype: int, name: str, where: PageLocation, elem: int | N
     item = s.get(fid)
     if item is None:
         return None
-    if item[0] != ttype or (elem is not None and item[1][0] != elem and item[1][1]):
+    if item[0] != ttype:
         raise CorruptMetadataError(f"footer field {name} has thrift type {item[0]}, expected {ttype}", where)
+    if elem is not None and item[1][0] != elem and item[1][1]:
+        raise CorruptMetadataError(
+            f"footer field {name} is a list of thrift type {item[1][0]}, expected a list of {elem}", where
+        )
     return item[1]
 
 
