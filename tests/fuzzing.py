@@ -289,9 +289,7 @@ class StricterCause:
 
 STRICTER_CAUSES = (
     StricterCause("row count above the values", "CorruptMetadataError",
-                  r"row group declares -?\d+ rows but the column chunk holds \d+ values$"),
-    StricterCause("chunk values short of its metadata", "CorruptMetadataError",
-                  r"column chunk ends after \d+ of its \d+ values$"),
+                  r"row group declares \d+ rows but the pages of the column chunk hold \d+ values$"),
     StricterCause("list of a damaged element type", "CorruptMetadataError",
                   r"footer field \w+\.\w+ is a list of thrift type \d+, expected a list of \d+$"),
     StricterCause("chunk or page overlapping what follows", "CorruptMetadataError",

@@ -321,10 +321,10 @@ from fuzzing import stricter_cause  # noqa: E402
 
 def test_stricter_causes_match_by_type_and_message():
     cause = stricter_cause("CorruptMetadataError: file 'x', row group 0, column 'a': "
-                           "row group declares 100 rows but the column chunk holds 99 values")
+                           "row group declares 100 rows but the pages of the column chunk hold 99 values")
     assert cause is not None and cause.name == "row count above the values"
     # the same words under another exception type, or another message, are no listed cause
-    assert stricter_cause("CorruptPageError: row group declares 100 rows but the column chunk holds 99 values") is None
+    assert stricter_cause("CorruptPageError: row group declares 100 rows but the pages of the column chunk hold 99 values") is None
     assert stricter_cause("CorruptMetadataError: file 'x': file does not end in PAR1") is None
 
 
@@ -361,3 +361,35 @@ def test_stop_byte_with_a_high_nibble_reads_as_pyarrow(seeds, tmp_path, where):
     bad.write_bytes(bytes(data))
     assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), pq.read_table(bad))
     assert_tables_equal(pq.read_table(bad), pq.read_table(path))
+
+
+@pytest.mark.parametrize("num_values", [950, 999, 1001, 5000, 10])
+def test_chunk_value_count_in_the_metadata_is_not_trusted(tmp_path, num_values):
+    """pyarrow reads pages until the chunk's bytes end or the metadata's count is reached.
+
+    A count above the pages' (1001, 5000) or inside the last page (950, 999)
+    reads the true table, here as with pyarrow; one that stops the pages
+    short of the row group's rows (10) makes pyarrow return 100 of 1000
+    rows, and this reader refuse the file.
+    """
+    from helpers import assert_tables_equal
+
+    table = pa.table({"a": list(range(1000))})
+    src = tmp_path / "src.parquet"
+    pq.write_table(table, src, compression="snappy", use_dictionary=False, data_page_size=500, write_batch_size=100)
+    fm = file_map(src)
+    assert len(fm.pages) == 10
+
+    def count(meta, rg, chunk, md):
+        md[ColumnMetaData.num_values] = (T.I64, num_values)
+
+    bad = tmp_path / "count.parquet"
+    bad.write_bytes(_edited_footer(fm, count))
+    theirs = pq.read_table(bad)
+    if num_values >= 901:
+        assert_tables_equal(theirs, table)
+        assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), table)
+    else:
+        assert theirs.num_rows == 100
+        with pytest.raises(CorruptMetadataError, match="declares 1000 rows but the pages of the column chunk hold 100"):
+            dask_hwdecomp.read_table(bad, backend="cpu")

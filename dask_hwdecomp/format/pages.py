@@ -125,8 +125,16 @@ def scan_chunk(
     *,
     max_page_bytes: int,
     verify_checksums: bool = False,
+    num_rows: int | None = None,
 ) -> list[Page]:
     """Decode the page headers of one column chunk.
+
+    Pages are read, as pyarrow reads them, until the chunk's bytes end or
+    its metadata's ``num_values`` are reached; a metadata count above what
+    the pages hold is no error (pyarrow reads on), but pages holding fewer
+    values than the row group has rows are: every row puts at least one
+    value (or null) in every leaf column, and pyarrow sizes its buffers by
+    the declared rows.
 
     Parameters
     ----------
@@ -139,6 +147,9 @@ def scan_chunk(
         Largest accepted ``uncompressed_page_size`` (option ``max_page_bytes``).
     verify_checksums : bool
         Check each page's CRC-32 where present.
+    num_rows : int, optional
+        The row group's declared rows; the pages must hold at least as many
+        values.
 
     Returns
     -------
@@ -215,8 +226,9 @@ def scan_chunk(
             Page(len(pages), header, ptype, pos, body_start, csize, usize, levels, compressed)
         )
         pos = body_start + csize
-    if seen < rng.num_values:
+    if num_rows is not None and seen < num_rows:
         raise CorruptMetadataError(
-            f"column chunk ends after {seen} of its {rng.num_values} values", where
+            f"row group declares {num_rows} rows but the pages of the column chunk hold {seen} values",
+            where,
         )
     return pages

@@ -110,13 +110,7 @@ def plan_piece(fs, piece: Piece, columns, footer: Footer | None = None) -> Piece
         for col in leaves:
             where = PageLocation(file=piece.path, row_group=rg, column=column_path(chunks[col]))
             rng = chunk_range(chunks[col], footer.footer_offset, where, pad=footer.pads_column_chunks)
-            if num_rows < 0 or num_rows > rng.num_values:
-                # Every row puts at least one value (or null) in every leaf
-                # column; a larger row count only makes the decoder allocate.
-                raise CorruptMetadataError(
-                    f"row group declares {num_rows} rows but the column chunk holds "
-                    f"{rng.num_values} values",
-                    where,
-                )
+            if num_rows < 0:
+                raise CorruptMetadataError(f"row group declares {num_rows} rows", where)
             plan.chunks.append((rg, col, rng, where))
     return plan
