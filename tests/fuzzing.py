@@ -292,9 +292,8 @@ STRICTER_CAUSES = (
                   r"row group declares \d+ rows but the pages of the column chunk hold \d+ values$"),
     StricterCause("list of a damaged element type", "CorruptMetadataError",
                   r"footer field \w+\.\w+ is a list of thrift type \d+, expected a list of \d+$"),
-    StricterCause("chunk or page overlapping what follows", "CorruptMetadataError",
-                  r"(column chunk \d+\+\d+ runs past the footer at \d+"
-                  r"|compressed_page_size \d+ runs past the column chunk \(\d+ bytes remain\))$"),
+    StricterCause("page running past its column chunk", "CorruptMetadataError",
+                  r"compressed_page_size \d+ runs past the column chunk \(\d+ bytes remain\)$"),
     StricterCause("uncompressed page of two sizes", "CorruptMetadataError",
                   r"uncompressed page declares \d+ bytes but stores \d+$"),
     StricterCause("v2 level bytes beyond the page", "CorruptMetadataError",

@@ -393,3 +393,31 @@ def test_chunk_value_count_in_the_metadata_is_not_trusted(tmp_path, num_values):
         assert theirs.num_rows == 100
         with pytest.raises(CorruptMetadataError, match="declares 1000 rows but the pages of the column chunk hold 100"):
             dask_hwdecomp.read_table(bad, backend="cpu")
+
+
+@pytest.mark.parametrize("extra", ["into the footer", "past the file"])
+def test_chunk_declared_into_the_footer(seeds, tmp_path, extra):
+    """pyarrow refuses a chunk running past the end of the file, not one running into the footer."""
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v1-plain")
+    meta = fm.footer.copy()
+    groups = [g.copy() for g in meta.get_value(FileMetaData.row_groups)[1]]
+    cols = [c.copy() for c in groups[-1].get_value(RowGroup.columns)[1]]
+    md = cols[-1].get_value(ColumnChunk.meta_data).copy()  # the chunk right before the footer
+    start = min(x for x in (md.get_value(ColumnMetaData.data_page_offset),
+                            md.get_value(ColumnMetaData.dictionary_page_offset)) if x)
+    assert start + md.get_value(ColumnMetaData.total_compressed_size) == fm.footer_start
+    size = fm.footer_start - start + (10 if extra == "into the footer" else len(fm.data))
+    md[ColumnMetaData.total_compressed_size] = (T.I64, size)
+    cols[-1][ColumnChunk.meta_data] = (T.STRUCT, md)
+    groups[-1][RowGroup.columns] = (T.LIST, (T.STRUCT, cols))
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, groups))
+    bad = tmp_path / "grown.parquet"
+    bad.write_bytes(_with_footer(fm, meta))
+    if extra == "into the footer":
+        assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), pq.read_table(bad))
+        assert_tables_equal(pq.read_table(bad), pq.read_table(path))
+    else:
+        exc = _refused_by_both(tmp_path, bad.read_bytes(), CorruptMetadataError)
+        assert "runs past the end of the file" in str(exc)

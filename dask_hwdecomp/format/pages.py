@@ -55,11 +55,19 @@ class Page:
     compressed: bool
 
 
-def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: bool = False) -> ChunkRange:
+def chunk_range(
+    chunk: Struct, footer_offset: int, where: PageLocation, *, pad: bool = False, file_size: int | None = None
+) -> ChunkRange:
     """Compute and check the byte range of a column chunk.
 
     ``pad`` reads up to 100 bytes past the declared end, for writers that
     understated ``total_compressed_size`` (see ``Footer.pads_column_chunks``).
+
+    A chunk declared to run into the footer is refused, unless ``file_size``
+    is given: then, as pyarrow does, only a chunk running past the end of
+    the file is refused, and the range stops at the footer (pyarrow reads
+    pages until the chunk's values are reached, so its footer bytes are
+    never read as a page either).
 
     Raises
     ------
@@ -97,10 +105,15 @@ def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: 
         raise CorruptMetadataError(
             f"negative size: total_compressed_size {length}, num_values {num_values}", where
         )
-    if start + length > footer_offset:
+    if file_size is not None and start + length > file_size:
+        raise CorruptMetadataError(
+            f"column chunk {start}+{length} runs past the end of the file at {file_size}", where
+        )
+    if file_size is None and start + length > footer_offset:
         raise CorruptMetadataError(
             f"column chunk {start}+{length} runs past the footer at {footer_offset}", where
         )
+    length = min(length, footer_offset - start)
     # Read a little past the declared end, as Arrow does, for old writers
     # only: for the others a page past the declared end is corrupt.
     padded = min(length + _PADDING, footer_offset - start) if pad else length

@@ -109,7 +109,9 @@ def plan_piece(fs, piece: Piece, columns, footer: Footer | None = None) -> Piece
         num_rows = footer.row_groups[rg].get_value(RowGroup.num_rows, 0)
         for col in leaves:
             where = PageLocation(file=piece.path, row_group=rg, column=column_path(chunks[col]))
-            rng = chunk_range(chunks[col], footer.footer_offset, where, pad=footer.pads_column_chunks)
+            rng = chunk_range(
+                chunks[col], footer.footer_offset, where, pad=footer.pads_column_chunks, file_size=footer.file_size
+            )
             if num_rows < 0:
                 raise CorruptMetadataError(f"row group declares {num_rows} rows", where)
             plan.chunks.append((rg, col, rng, where))
