@@ -225,6 +225,8 @@ def test_dask_graph_build_raises_as_engine_pyarrow(tmp_path):
     with pytest.raises(FileNotFoundError):
         dd.read_parquet(tmp_path / "missing.parquet", engine=hwdecomp)
     path = _write(tmp_path / "x.parquet", compression="snappy")
+    with pytest.raises((KeyError, ValueError)):
+        dd.read_parquet(path, engine=hwdecomp, columns=["zz"])
     data = bytearray(path.read_bytes())
     data[-1:] = b"X"
     path.write_bytes(bytes(data))
