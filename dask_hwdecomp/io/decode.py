@@ -93,8 +93,12 @@ def locate_decode_failure(image: pa.Buffer) -> tuple[int, str] | None:
         for leaf in leaves:
             try:
                 pf.read_row_group(rg, columns=[leaf], use_threads=False)
-            except (pa.ArrowException, OSError):
+            except (pa.ArrowException, OSError) as exc:
+                if isinstance(exc, pa.ArrowInvalid) and str(exc).startswith(_CALLER_ERRORS):
+                    continue  # the path does not select the leaf (a dot in a name): no verdict
                 return rg, leaf
+            except Exception:  # noqa: BLE001 - a selection pyarrow refuses says nothing of the data
+                continue
     return None
 
 
@@ -103,7 +107,10 @@ def _where(path: str, row_groups, image) -> PageLocation:
     where = PageLocation(file=path, row_group=rgs[0] if len(rgs) == 1 else None)
     if image is None:
         return where
-    found = locate_decode_failure(image)
+    try:
+        found = locate_decode_failure(image)
+    except Exception:  # noqa: BLE001 - locating is best effort; the decode error itself is raised
+        found = None
     if found is None:
         return where
     rg, leaf = found
