@@ -421,3 +421,76 @@ def test_chunk_declared_into_the_footer(seeds, tmp_path, extra):
     else:
         exc = _refused_by_both(tmp_path, bad.read_bytes(), CorruptMetadataError)
         assert "runs past the end of the file" in str(exc)
+
+
+# --- Thrift read as pyarrow's generated code reads it ------------------------------------------
+
+
+def test_page_header_field_of_another_type_is_refused_as_by_pyarrow(seeds, tmp_path):
+    """compressed_page_size typed i16: Thrift's generated reader skips it, then lacks it.
+
+    This reader used to take any integer type and return rows for files
+    pyarrow refuses.
+    """
+    from dask_hwdecomp.format.thrift import Struct  # noqa: F401  (the header is a Struct)
+
+    _, fm = next(s for s in seeds if s[0].stem == "lz4-v1-plain")
+    page = fm.pages[0]
+    header = page.header.copy()
+    header[PageHeader.compressed_page_size] = (T.I16, header.get_value(PageHeader.compressed_page_size))
+    encoded = encode_struct(header)
+    assert len(encoded) == page.body_start - page.header_start  # only the type nibble differs
+    data = fm.data[: page.header_start] + encoded + fm.data[page.body_start :]
+    exc = _refused_by_both(tmp_path, data, CorruptMetadataError)
+    assert "compressed_page_size has thrift type 4" in str(exc)
+
+
+def test_footer_list_of_a_damaged_element_type_reads_as_pyarrow(seeds, tmp_path):
+    """A list header declaring doubles where parquet.thrift has i32 (encodings): pyarrow reads i32s."""
+    import re
+
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v1-dict")
+    footer = bytearray(fm.data[fm.footer_start :])
+    # ColumnMetaData: field 1 (type, i32), then field 2 (encodings, list<i32>)
+    m = re.search(rb"\x15[\x00-\x0e]\x19([\x15\x25\x35\x45])", bytes(footer))
+    assert m is not None
+    footer[m.start(1)] = (footer[m.start(1)] & 0xF0) | T.DOUBLE
+    bad = tmp_path / "elem.parquet"
+    bad.write_bytes(fm.data[: fm.footer_start] + bytes(footer))
+    want = pq.read_table(bad)
+    assert_tables_equal(want, pq.read_table(path))
+    assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), want)
+
+
+def test_optional_footer_field_of_another_type_is_skipped_as_by_pyarrow(seeds, tmp_path):
+    from dask_hwdecomp.format.thrift import Struct
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v2-plain")
+
+    def struct_offset(meta, rg, chunk, md):
+        md[ColumnMetaData.dictionary_page_offset] = (T.STRUCT, Struct())
+
+    bad = tmp_path / "dictoff.parquet"
+    bad.write_bytes(_edited_footer(fm, struct_offset))
+    want = pq.read_table(bad)
+    assert_tables_equal(want, pq.read_table(path))
+    assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), want)
+
+
+def test_page_of_an_unknown_type_is_skipped_as_by_pyarrow(seeds, tmp_path):
+    """pyarrow skips a page of a type Parquet does not define, and so does this reader.
+
+    A data page so retyped leaves its column short of values: pyarrow then
+    finds columns of unequal length, this reader a row group its pages do
+    not fill; neither stops at the type itself.
+    """
+    _, fm = next(s for s in seeds if s[0].stem == "lz4-v1-plain")
+    page = fm.pages[0]
+    header = page.header.copy()
+    header[PageHeader.type] = (T.I32, 7)
+    data = fm.data[: page.header_start] + encode_struct(header) + fm.data[page.body_start :]
+    exc = _refused_by_both(tmp_path, data, CorruptMetadataError)
+    assert "rows but the pages of the column chunk hold" in str(exc) and "page type" not in str(exc)

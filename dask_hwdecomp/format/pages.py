@@ -13,13 +13,17 @@ from dataclasses import dataclass
 from ..errors import ChecksumError, CorruptMetadataError, LimitExceededError, PageLocation
 from .structs import ColumnChunk, ColumnMetaData, DataPageHeader, DataPageHeaderV2
 from .structs import DictionaryPageHeader, PageHeader, PageType
-from .thrift import Struct, ThriftError, decode_struct
+from .thrift import Struct, T, ThriftError, decode_struct
 
-__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk"]
+__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "DECODED_PAGE_TYPES"]
 
 # Old parquet-mr writers understated total_compressed_size (PARQUET-816);
 # Arrow reads this much past the declared end, bounded by the footer.
 _PADDING = 100
+
+
+# The page types a reader decodes; pages of any other type are skipped.
+DECODED_PAGE_TYPES = frozenset((PageType.DATA_PAGE, PageType.DATA_PAGE_V2, PageType.DICTIONARY_PAGE))
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,8 @@ def chunk_range(
     if md is None:
         raise CorruptMetadataError("column chunk has no metadata", where)
     data_off = md.get_value(ColumnMetaData.data_page_offset)
-    dict_off = md.get_value(ColumnMetaData.dictionary_page_offset)
+    dict_off = md.get(ColumnMetaData.dictionary_page_offset)
+    dict_off = dict_off[1] if dict_off is not None and dict_off[0] == T.I64 else None  # else skipped, as by pyarrow
     length = md.get_value(ColumnMetaData.total_compressed_size)
     num_values = md.get_value(ColumnMetaData.num_values)
     codec = md.get_value(ColumnMetaData.codec)
@@ -123,9 +128,14 @@ def chunk_range(
 def _int_field(s: Struct | None, fid: int, name: str, where: PageLocation, lo: int = 0) -> int:
     if not isinstance(s, Struct):
         raise CorruptMetadataError(f"page header lacks the struct holding {name}", where)
-    value = s.get_value(fid)
-    if not isinstance(value, int) or isinstance(value, bool):
+    item = s.get(fid)
+    if item is None:
         raise CorruptMetadataError(f"page header lacks {name}", where)
+    if item[0] != T.I32:
+        # Every field read here is an i32; Thrift's generated reader (pyarrow's)
+        # skips a field of another type, and then lacks a required one.
+        raise CorruptMetadataError(f"page header {name} has thrift type {item[0]}, expected {T.I32}", where)
+    value = item[1]
     if value < lo:
         raise CorruptMetadataError(f"page header {name} {value} is negative", where)
     return value
@@ -192,7 +202,7 @@ def scan_chunk(
                 f"({end - body_start} bytes remain)",
                 here,
             )
-        if usize > max_page_bytes:
+        if usize > max_page_bytes and ptype in DECODED_PAGE_TYPES:
             raise LimitExceededError(
                 f"uncompressed_page_size {usize} exceeds max_page_bytes {max_page_bytes} "
                 "(raise the option max_page_bytes to read it)",
@@ -229,9 +239,11 @@ def scan_chunk(
         elif ptype == PageType.DICTIONARY_PAGE:
             sub = header.get_value(PageHeader.dictionary_page_header)
             _int_field(sub, DictionaryPageHeader.num_values, "dictionary_page_header.num_values", here)
-        elif ptype != PageType.INDEX_PAGE:
-            raise CorruptMetadataError(f"unknown page type {ptype}", here)
-        if not compressed and usize != csize:
+        if ptype not in DECODED_PAGE_TYPES:
+            # An index page or a type Parquet does not define: pyarrow skips
+            # it by its compressed_page_size, and so does the image.
+            pass
+        elif not compressed and usize != csize:
             raise CorruptMetadataError(
                 f"uncompressed page declares {usize} bytes but stores {csize}", here
             )
