@@ -1,17 +1,37 @@
-"""The exceptions dask_hwdecomp raises.
+"""The exceptions dask_hwdecomp raises for what it finds in a file.
 
-Every error is a :class:`HwdecompError`. Where the reader knows it, the
+Every error about a file's content, or about this reader's limits and
+backends, is a :class:`HwdecompError`. Where the reader knows it, the
 message names the file, row group, column and page, and the offending value
 with its limit, so that a failed read in a cluster of hundreds of files says
 exactly where to look.
+
+Each is also an instance of what pyarrow raises for the same fault, so that
+handlers written for pyarrow (``except (OSError, pyarrow.ArrowInvalid)``)
+keep catching them:
+
+- broken metadata, pages, checksums, data pyarrow cannot decode, sizes
+  above a limit: both ``OSError`` and ``pyarrow.ArrowInvalid`` (so also
+  ``ValueError``). pyarrow raises one or the other for the same kind of
+  fault: ``ArrowInvalid`` for a bad footer frame or a page that
+  decompresses to the wrong size, ``OSError`` for a footer or page header
+  that does not decode, corrupt compressed data or a CRC mismatch;
+- a feature not served: ``pyarrow.ArrowNotImplementedError``.
+
+Mistakes in the call itself (a missing path, an unknown option, a row group
+the file lacks) raise what Python or pyarrow raise for them; see the errors
+section of the user guide.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 __all__ = [
     "HwdecompError",
+    "CorruptFileError",
     "CorruptMetadataError",
     "CorruptPageError",
     "CorruptDataError",
@@ -68,6 +88,8 @@ class HwdecompError(Exception):
         self.reason = message
         self.location = location
         where = location.describe() if location is not None else ""
+        # One argument only, whichever built-in comes next in the MRO
+        # (OSError takes a lone argument as its message, without errno).
         super().__init__(f"{where}: {message}" if where else message)
 
     def __reduce__(self):
@@ -76,20 +98,31 @@ class HwdecompError(Exception):
         return (type(self), (self.reason, self.location))
 
 
-class CorruptMetadataError(HwdecompError):
+class CorruptFileError(HwdecompError, OSError, pa.ArrowInvalid):
+    """Base of the errors about a file's bytes; also ``OSError`` and ``pyarrow.ArrowInvalid``.
+
+    pyarrow raises one or the other for the same kind of fault (``OSError``
+    for corrupt compressed data or a header that does not decode,
+    ``ArrowInvalid`` for a bad footer frame or a page of the wrong size), so
+    every subclass is both: a handler written for pyarrow catches it.
+    """
+
+
+class CorruptMetadataError(CorruptFileError):
     """The footer or a page header cannot be decoded or is inconsistent."""
 
 
-class CorruptPageError(HwdecompError):
+class CorruptPageError(CorruptFileError):
     """A page body does not decompress to what its header declares."""
 
 
-class CorruptDataError(HwdecompError):
+class CorruptDataError(CorruptFileError):
     """pyarrow could not decode the decompressed pages (levels, values, schema).
 
     Page decompression succeeded and every size matched its header, but the
     bytes inside are not valid Parquet data. pyarrow's own exception is
-    chained as ``__cause__``.
+    chained as ``__cause__``. The location names the row group and column
+    that fail to decode on their own, where one does.
     """
 
 
@@ -102,13 +135,21 @@ class ChecksumError(CorruptPageError):
     """
 
 
-class UnsupportedFeatureError(HwdecompError):
-    """The file uses a feature this reader does not serve (e.g. LZO)."""
+class UnsupportedFeatureError(HwdecompError, pa.ArrowNotImplementedError):
+    """The file uses a feature this reader does not serve (e.g. LZO).
+
+    Also a ``pyarrow.ArrowNotImplementedError`` (a ``NotImplementedError``).
+    """
 
 
 class BackendUnavailableError(HwdecompError):
     """An explicitly requested decompression backend cannot run here."""
 
 
-class LimitExceededError(HwdecompError):
-    """A size exceeds a configured bound; the message names the option."""
+class LimitExceededError(CorruptFileError):
+    """A size exceeds a configured bound; the message names the option.
+
+    A :class:`CorruptFileError` (so ``OSError`` and ``ArrowInvalid``) like
+    pyarrow's refusal of a page or footer beyond its own bounds: in practice
+    a declared size this large is a corrupt header.
+    """

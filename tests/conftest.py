@@ -44,3 +44,22 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("fuzzing")
         for line in FUZZ_STATS:
             terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(items):
+    """dask's conftest marks, for dask's Parquet tests collected in ``test_dask_parquet_suite``.
+
+    dask skips or xfails tests carrying these keywords when pyarrow strings
+    are on; its conftest is not loaded here, so the same marks are set.
+    """
+    marked = [i for i in items if {"skip_with_pyarrow_strings", "xfail_with_pyarrow_strings"} & set(i.keywords)]
+    if not marked:
+        return
+    from dask.dataframe.utils import pyarrow_strings_enabled
+
+    on = pyarrow_strings_enabled()
+    for item in marked:
+        if "skip_with_pyarrow_strings" in item.keywords:
+            item.add_marker(pytest.mark.skipif(on, reason="No need to run with pyarrow strings"))
+        if "xfail_with_pyarrow_strings" in item.keywords:
+            item.add_marker(pytest.mark.xfail(on, reason="Known failure with pyarrow strings"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import select
 import struct
 import subprocess
@@ -268,7 +269,63 @@ MUTATORS = {
 }
 
 
+# --- where the reader may be stricter than pyarrow -----------------------------------
+
+
+@dataclass(frozen=True)
+class StricterCause:
+    """A kind of damaged metadata that this reader refuses while pyarrow reads on.
+
+    A case counts as this cause when our exception is of type ``error``
+    (by name) and its message matches ``pattern`` (``re.search``). Each is
+    listed, with what pyarrow returns for it, in the errors section of
+    docs/user-guide.md.
+    """
+
+    name: str
+    error: str
+    pattern: str
+
+
+STRICTER_CAUSES = (
+    StricterCause("row count above the values", "CorruptMetadataError",
+                  r"row group declares \d+ rows but the pages of the column chunk hold \d+ values$"),
+    StricterCause("page running past its column chunk", "CorruptMetadataError",
+                  r"compressed_page_size \d+ runs past the column chunk \(\d+ bytes remain\)$"),
+    StricterCause("page header cut by the end of its chunk", "CorruptMetadataError",
+                  r"page header does not decode \(thrift: unexpected end of data at byte \d+\)$"),
+    StricterCause("negative value count", "CorruptMetadataError",
+                  r"negative size: total_compressed_size \d+, num_values -\d+$"),
+    StricterCause("uncompressed page of two sizes", "CorruptMetadataError",
+                  r"uncompressed page declares \d+ bytes but stores \d+$"),
+    StricterCause("v2 level bytes beyond the page", "CorruptMetadataError",
+                  r"v2 level bytes \d+ exceed the page sizes \(compressed \d+, uncompressed \d+\)$"),
+)
+
+
+def stricter_cause(detail: str) -> StricterCause | None:
+    """The listed cause of an "our error where pyarrow reads the file" case, or None.
+
+    ``detail`` is the worker's ``"<ExceptionType>: <message>"``.
+    """
+    error, _, message = detail.partition(": ")
+    for cause in STRICTER_CAUSES:
+        if error == cause.error and re.search(cause.pattern, message):
+            return cause
+    return None
+
+
 # --- the guarded child ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """One case: its label (mutator:seed file:number), verdict, our and pyarrow's error."""
+
+    label: str
+    verdict: str
+    detail: str
+    pyarrow: str | None
 
 
 @dataclass
@@ -277,6 +334,8 @@ class Results:
     by_mutator: Counter = field(default_factory=Counter)
     failures: list = field(default_factory=list)
     oracle_trouble: list = field(default_factory=list)
+    log: list = field(default_factory=list)
+    stricter: Counter = field(default_factory=Counter)
 
     @property
     def cases(self) -> int:
@@ -367,8 +426,9 @@ class Harness:
                 stage = msg["stage"]
                 continue
             break
+        pyarrow = None
         if isinstance(msg, dict):
-            verdict, detail = msg["verdict"], msg["detail"]
+            verdict, detail, pyarrow = msg["verdict"], msg["detail"], msg.get("pyarrow")
         else:
             code = self.proc.poll()
             self._stop()
@@ -379,6 +439,15 @@ class Harness:
                 verdict, detail = "oracle-" + kind.split()[0], ""
             else:
                 verdict, detail = f"FAIL-{kind.split()[0]}", kind
+        if verdict == "ok-our-error-pyarrow-reads":
+            # Passes only for a listed cause: the reader must not grow
+            # stricter than pyarrow unnoticed.
+            cause = stricter_cause(detail)
+            if cause is None:
+                verdict = "FAIL-stricter-than-pyarrow"
+            else:
+                self.results.stricter[cause.name] += 1
+        self.results.log.append(CaseRecord(label, verdict, detail, pyarrow))
         self.results.verdicts[verdict] += 1
         self.results.by_mutator[label.split(":")[0]] += 1
         if verdict.startswith("FAIL"):

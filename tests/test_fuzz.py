@@ -107,7 +107,8 @@ def _fuzz(seeds, tmp_path, *, seconds: float, max_cases: int, offset: int, name:
     r = harness.results
     elapsed = time.monotonic() - started
     FUZZ_STATS.append(f"{name}: {r.summary()} in {elapsed:.1f}s; per mutator: {dict(sorted(r.by_mutator.items()))}"
-                      + (f"; pyarrow itself crashed/hung on {len(r.oracle_trouble)}" if r.oracle_trouble else ""))
+                      + (f"; pyarrow itself crashed/hung on {len(r.oracle_trouble)}" if r.oracle_trouble else "")
+                      + f"; our error where pyarrow reads, by cause: {dict(sorted(r.stricter.items()))}")
     print(FUZZ_STATS[-1])
     if r.failures:
         keep = tmp_path / "failures"
@@ -311,3 +312,185 @@ def test_crc_of_another_type_is_skipped(seeds, tmp_path):
     from helpers import assert_tables_equal
 
     assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu", verify_checksums=True), want)
+
+
+# --- the verdict: our error where pyarrow reads passes only for a listed cause ---------------
+
+from fuzzing import stricter_cause  # noqa: E402
+
+
+def test_stricter_causes_match_by_type_and_message():
+    cause = stricter_cause("CorruptMetadataError: file 'x', row group 0, column 'a': "
+                           "row group declares 100 rows but the pages of the column chunk hold 99 values")
+    assert cause is not None and cause.name == "row count above the values"
+    # the same words under another exception type, or another message, are no listed cause
+    assert stricter_cause("CorruptPageError: row group declares 100 rows but the pages of the column chunk hold 99 values") is None
+    assert stricter_cause("CorruptMetadataError: file 'x': file does not end in PAR1") is None
+
+
+def test_a_new_stricter_case_fails_the_verdict(seeds, tmp_path, monkeypatch):
+    """A valid file refused for a reason outside the list is a failure, not a pass."""
+    path, _ = next(s for s in seeds if s[0].stem == "zstd-v1-plain")
+    monkeypatch.setenv("HWDECOMP_MAX_PAGE_BYTES", "16")  # reaches the child: every page is "too big"
+    harness = Harness(tmp_path, timeout=30.0, memory_limit=3 << 30)
+    try:
+        verdict = harness.run(path.read_bytes(), f"unmutated:{path.name}:0")
+    finally:
+        harness.close()
+    assert verdict == "FAIL-stricter-than-pyarrow"
+    assert "max_page_bytes" in harness.results.failures[0][2]
+
+
+@pytest.mark.parametrize("where", ["footer", "page header"])
+def test_stop_byte_with_a_high_nibble_reads_as_pyarrow(seeds, tmp_path, where):
+    """A field header of type 0 ends the struct whatever its high nibble, as Apache Thrift reads it.
+
+    A flipped bit there used to make this reader refuse files pyarrow reads whole.
+    """
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v1-dict")
+    data = bytearray(fm.data)
+    if where == "footer":
+        stop = fm.footer_start + len(encode_struct(fm.footer)) - 1  # FileMetaData's own STOP
+    else:
+        stop = fm.pages[0].body_start - 1  # the first page header's STOP
+    assert data[stop] == 0
+    data[stop] = 0x30
+    bad = tmp_path / "stop.parquet"
+    bad.write_bytes(bytes(data))
+    assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), pq.read_table(bad))
+    assert_tables_equal(pq.read_table(bad), pq.read_table(path))
+
+
+@pytest.mark.parametrize("num_values", [950, 999, 1001, 5000, 10])
+def test_chunk_value_count_in_the_metadata_is_not_trusted(tmp_path, num_values):
+    """pyarrow reads pages until the chunk's bytes end or the metadata's count is reached.
+
+    A count above the pages' (1001, 5000) or inside the last page (950, 999)
+    reads the true table, here as with pyarrow; one that stops the pages
+    short of the row group's rows (10) makes pyarrow return 100 of 1000
+    rows, and this reader refuse the file.
+    """
+    from helpers import assert_tables_equal
+
+    table = pa.table({"a": list(range(1000))})
+    src = tmp_path / "src.parquet"
+    pq.write_table(table, src, compression="snappy", use_dictionary=False, data_page_size=500, write_batch_size=100)
+    fm = file_map(src)
+    assert len(fm.pages) == 10
+
+    def count(meta, rg, chunk, md):
+        md[ColumnMetaData.num_values] = (T.I64, num_values)
+
+    bad = tmp_path / "count.parquet"
+    bad.write_bytes(_edited_footer(fm, count))
+    theirs = pq.read_table(bad)
+    if num_values >= 901:
+        assert_tables_equal(theirs, table)
+        assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), table)
+    else:
+        assert theirs.num_rows == 100
+        with pytest.raises(CorruptMetadataError, match="declares 1000 rows but the pages of the column chunk hold 100"):
+            dask_hwdecomp.read_table(bad, backend="cpu")
+
+
+@pytest.mark.parametrize("extra", ["into the footer", "past the file"])
+def test_chunk_declared_into_the_footer(seeds, tmp_path, extra):
+    """pyarrow refuses a chunk running past the end of the file, not one running into the footer."""
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v1-plain")
+    meta = fm.footer.copy()
+    groups = [g.copy() for g in meta.get_value(FileMetaData.row_groups)[1]]
+    cols = [c.copy() for c in groups[-1].get_value(RowGroup.columns)[1]]
+    md = cols[-1].get_value(ColumnChunk.meta_data).copy()  # the chunk right before the footer
+    start = min(x for x in (md.get_value(ColumnMetaData.data_page_offset),
+                            md.get_value(ColumnMetaData.dictionary_page_offset)) if x)
+    assert start + md.get_value(ColumnMetaData.total_compressed_size) == fm.footer_start
+    size = fm.footer_start - start + (10 if extra == "into the footer" else len(fm.data))
+    md[ColumnMetaData.total_compressed_size] = (T.I64, size)
+    cols[-1][ColumnChunk.meta_data] = (T.STRUCT, md)
+    groups[-1][RowGroup.columns] = (T.LIST, (T.STRUCT, cols))
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, groups))
+    bad = tmp_path / "grown.parquet"
+    bad.write_bytes(_with_footer(fm, meta))
+    if extra == "into the footer":
+        assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), pq.read_table(bad))
+        assert_tables_equal(pq.read_table(bad), pq.read_table(path))
+    else:
+        exc = _refused_by_both(tmp_path, bad.read_bytes(), CorruptMetadataError)
+        assert "runs past the end of the file" in str(exc)
+
+
+# --- Thrift read as pyarrow's generated code reads it ------------------------------------------
+
+
+def test_page_header_field_of_another_type_is_refused_as_by_pyarrow(seeds, tmp_path):
+    """compressed_page_size typed i16: Thrift's generated reader skips it, then lacks it.
+
+    This reader used to take any integer type and return rows for files
+    pyarrow refuses.
+    """
+    from dask_hwdecomp.format.thrift import Struct  # noqa: F401  (the header is a Struct)
+
+    _, fm = next(s for s in seeds if s[0].stem == "lz4-v1-plain")
+    page = fm.pages[0]
+    header = page.header.copy()
+    header[PageHeader.compressed_page_size] = (T.I16, header.get_value(PageHeader.compressed_page_size))
+    encoded = encode_struct(header)
+    assert len(encoded) == page.body_start - page.header_start  # only the type nibble differs
+    data = fm.data[: page.header_start] + encoded + fm.data[page.body_start :]
+    exc = _refused_by_both(tmp_path, data, CorruptMetadataError)
+    assert "compressed_page_size has thrift type 4" in str(exc)
+
+
+def test_footer_list_of_a_damaged_element_type_reads_as_pyarrow(seeds, tmp_path):
+    """A list header declaring doubles where parquet.thrift has i32 (encodings): pyarrow reads i32s."""
+    import re
+
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v1-dict")
+    footer = bytearray(fm.data[fm.footer_start :])
+    # ColumnMetaData: field 1 (type, i32), then field 2 (encodings, list<i32>)
+    m = re.search(rb"\x15[\x00-\x0e]\x19([\x15\x25\x35\x45])", bytes(footer))
+    assert m is not None
+    footer[m.start(1)] = (footer[m.start(1)] & 0xF0) | T.DOUBLE
+    bad = tmp_path / "elem.parquet"
+    bad.write_bytes(fm.data[: fm.footer_start] + bytes(footer))
+    want = pq.read_table(bad)
+    assert_tables_equal(want, pq.read_table(path))
+    assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), want)
+
+
+def test_optional_footer_field_of_another_type_is_skipped_as_by_pyarrow(seeds, tmp_path):
+    from dask_hwdecomp.format.thrift import Struct
+    from helpers import assert_tables_equal
+
+    path, fm = next(s for s in seeds if s[0].stem == "snappy-v2-plain")
+
+    def struct_offset(meta, rg, chunk, md):
+        md[ColumnMetaData.dictionary_page_offset] = (T.STRUCT, Struct())
+
+    bad = tmp_path / "dictoff.parquet"
+    bad.write_bytes(_edited_footer(fm, struct_offset))
+    want = pq.read_table(bad)
+    assert_tables_equal(want, pq.read_table(path))
+    assert_tables_equal(dask_hwdecomp.read_table(bad, backend="cpu"), want)
+
+
+def test_page_of_an_unknown_type_is_skipped_as_by_pyarrow(seeds, tmp_path):
+    """pyarrow skips a page of a type Parquet does not define, and so does this reader.
+
+    A data page so retyped leaves its column short of values: pyarrow then
+    finds columns of unequal length, this reader a row group its pages do
+    not fill; neither stops at the type itself.
+    """
+    _, fm = next(s for s in seeds if s[0].stem == "lz4-v1-plain")
+    page = fm.pages[0]
+    header = page.header.copy()
+    header[PageHeader.type] = (T.I32, 7)
+    data = fm.data[: page.header_start] + encode_struct(header) + fm.data[page.body_start :]
+    exc = _refused_by_both(tmp_path, data, CorruptMetadataError)
+    assert "rows but the pages of the column chunk hold" in str(exc) and "page type" not in str(exc)

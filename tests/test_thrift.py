@@ -232,8 +232,13 @@ def test_unknown_types():
         decode_struct(bytes([0x1D, 0]))
     with pytest.raises(ThriftError, match="unknown element type"):
         decode_struct(bytes([0x19, 0x1E, 0]))
-    with pytest.raises(ThriftError, match="bool list element 7"):
-        decode_struct(bytes([0x19, 0x11, 7, 0]))
+
+
+
+def test_bool_element_of_any_byte_reads_as_thrift_reads_it():
+    """Apache Thrift takes a bool list element as true for byte 1, false for any other."""
+    s, _ = decode_struct(bytes([0x19, 0x31, 7, 1, 2, 0]))
+    assert s[1] == (T.LIST, (T.BOOL, [False, True, False]))
 
 
 # --- real footers and page headers ----------------------------------------------------

@@ -179,7 +179,7 @@ class HwdecompEngine(ArrowDatasetEngine):
                 path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
             )
         report = _report.get()
-        with report.stage("decode"), decode_errors(image.plan.piece.path):
+        with report.stage("decode"), decode_errors(image.plan.piece.path, image.row_groups, image.buffer):
             return cls._read_image(
                 image, path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
             )

@@ -140,19 +140,45 @@ def parse_footer(tail: bytes, file_size: int, path: str) -> Footer | int:
         return length + 8
     start = len(tail) - 8 - length
     try:
-        meta, end = decode_struct(tail, start, len(tail) - 8)
+        meta, end = decode_struct(tail, start, len(tail) - 8, schema=FOOTER_SCHEMA)
     except ThriftError as exc:
         raise CorruptMetadataError(f"footer does not decode ({exc.reason})", where) from None
     _check_shape(meta, where)
     return Footer(meta, file_size, file_size - 8 - length, path)
 
 
+# The footer's list fields, with their element types as parquet.thrift gives
+# them (structs without lists are empty dicts): read as pyarrow's generated
+# Thrift code reads them, whatever element type a list's header declares.
+_SIZE_STATISTICS = {2: (T.LIST, T.I64), 3: (T.LIST, T.I64)}
+_GEOSPATIAL_STATISTICS = {2: (T.LIST, T.I32)}
+_COLUMN_META = {
+    2: (T.LIST, T.I32),  # encodings
+    3: (T.LIST, T.BINARY),  # path_in_schema
+    8: (T.LIST, {}),  # key_value_metadata
+    13: (T.LIST, {}),  # encoding_stats
+    16: (T.STRUCT, _SIZE_STATISTICS),
+    17: (T.STRUCT, _GEOSPATIAL_STATISTICS),
+}
+_ROW_GROUP = {1: (T.LIST, {3: (T.STRUCT, _COLUMN_META)}), 4: (T.LIST, {})}  # columns, sorting_columns
+FOOTER_SCHEMA = {
+    2: (T.LIST, {}),  # schema
+    4: (T.LIST, _ROW_GROUP),  # row_groups
+    5: (T.LIST, {}),  # key_value_metadata
+    7: (T.LIST, {}),  # column_orders
+}
+
+
 def _want(s, fid: int, ttype: int, name: str, where: PageLocation, elem: int | None = None):
     item = s.get(fid)
     if item is None:
         return None
-    if item[0] != ttype or (elem is not None and item[1][0] != elem and item[1][1]):
+    if item[0] != ttype:
         raise CorruptMetadataError(f"footer field {name} has thrift type {item[0]}, expected {ttype}", where)
+    if elem is not None and item[1][0] != elem and item[1][1]:
+        raise CorruptMetadataError(
+            f"footer field {name} is a list of thrift type {item[1][0]}, expected a list of {elem}", where
+        )
     return item[1]
 
 
@@ -204,9 +230,10 @@ def _check_shape(meta: Struct, where: PageLocation) -> None:
                 (ColumnMetaData.num_values, "num_values", T.I64),
                 (ColumnMetaData.total_compressed_size, "total_compressed_size", T.I64),
                 (ColumnMetaData.data_page_offset, "data_page_offset", T.I64),
-                (ColumnMetaData.dictionary_page_offset, "dictionary_page_offset", T.I64),
             ):
                 _want(md, fid, ttype, name, here)
+            # dictionary_page_offset is optional: of another type, Thrift's
+            # generated reader (pyarrow's) skips it, and chunk_range ignores it.
 
 
 def read_footer(f, file_size: int, path: str) -> Footer:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..errors import CorruptPageError, PageLocation
 from .codecs import Algo, plan_body
 from .footer import Footer
-from .pages import ChunkRange, Page, check_page_crc
+from .pages import DECODED_PAGE_TYPES, ChunkRange, Page, check_page_crc
 from .structs import ColumnChunk, ColumnMetaData, DataPageHeaderV2, FileMetaData
 from .structs import PageHeader, PageType, RowGroup
 from .thrift import Struct, T, encode_struct
@@ -205,8 +205,8 @@ def build_layout(
             data_off = dict_off = None
             codec = cp.rng.codec
             for page in cp.pages:
-                if page.page_type == PageType.INDEX_PAGE:
-                    continue
+                if page.page_type not in DECODED_PAGE_TYPES:
+                    continue  # index pages, unknown types: skipped, as pyarrow skips them
                 if page.page_type == PageType.DICTIONARY_PAGE:
                     if dict_off is None:
                         dict_off = pos

@@ -13,13 +13,18 @@ from dataclasses import dataclass
 from ..errors import ChecksumError, CorruptMetadataError, LimitExceededError, PageLocation
 from .structs import ColumnChunk, ColumnMetaData, DataPageHeader, DataPageHeaderV2
 from .structs import DictionaryPageHeader, PageHeader, PageType
-from .thrift import Struct, ThriftError, decode_struct
+from .thrift import Struct, T, ThriftError, decode_struct
 
-__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "check_page_crc", "page_crc_error"]
+__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "check_page_crc", "page_crc_error",
+           "DECODED_PAGE_TYPES"]
 
 # Old parquet-mr writers understated total_compressed_size (PARQUET-816);
 # Arrow reads this much past the declared end, bounded by the footer.
 _PADDING = 100
+
+
+# The page types a reader decodes; pages of any other type are skipped.
+DECODED_PAGE_TYPES = frozenset((PageType.DATA_PAGE, PageType.DATA_PAGE_V2, PageType.DICTIONARY_PAGE))
 
 
 @dataclass(frozen=True)
@@ -76,11 +81,19 @@ def check_page_crc(body, expected: int, where: PageLocation) -> None:
         raise page_crc_error(expected, actual, where)
 
 
-def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: bool = False) -> ChunkRange:
+def chunk_range(
+    chunk: Struct, footer_offset: int, where: PageLocation, *, pad: bool = False, file_size: int | None = None
+) -> ChunkRange:
     """Compute and check the byte range of a column chunk.
 
     ``pad`` reads up to 100 bytes past the declared end, for writers that
     understated ``total_compressed_size`` (see ``Footer.pads_column_chunks``).
+
+    A chunk declared to run into the footer is refused, unless ``file_size``
+    is given: then, as pyarrow does, only a chunk running past the end of
+    the file is refused, and the range stops at the footer (pyarrow reads
+    pages until the chunk's values are reached, so its footer bytes are
+    never read as a page either).
 
     Raises
     ------
@@ -91,7 +104,8 @@ def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: 
     if md is None:
         raise CorruptMetadataError("column chunk has no metadata", where)
     data_off = md.get_value(ColumnMetaData.data_page_offset)
-    dict_off = md.get_value(ColumnMetaData.dictionary_page_offset)
+    dict_off = md.get(ColumnMetaData.dictionary_page_offset)
+    dict_off = dict_off[1] if dict_off is not None and dict_off[0] == T.I64 else None  # else skipped, as by pyarrow
     length = md.get_value(ColumnMetaData.total_compressed_size)
     num_values = md.get_value(ColumnMetaData.num_values)
     codec = md.get_value(ColumnMetaData.codec)
@@ -118,10 +132,15 @@ def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: 
         raise CorruptMetadataError(
             f"negative size: total_compressed_size {length}, num_values {num_values}", where
         )
-    if start + length > footer_offset:
+    if file_size is not None and start + length > file_size:
+        raise CorruptMetadataError(
+            f"column chunk {start}+{length} runs past the end of the file at {file_size}", where
+        )
+    if file_size is None and start + length > footer_offset:
         raise CorruptMetadataError(
             f"column chunk {start}+{length} runs past the footer at {footer_offset}", where
         )
+    length = min(length, footer_offset - start)
     # Read a little past the declared end, as Arrow does, for old writers
     # only: for the others a page past the declared end is corrupt.
     padded = min(length + _PADDING, footer_offset - start) if pad else length
@@ -131,9 +150,14 @@ def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: 
 def _int_field(s: Struct | None, fid: int, name: str, where: PageLocation, lo: int = 0) -> int:
     if not isinstance(s, Struct):
         raise CorruptMetadataError(f"page header lacks the struct holding {name}", where)
-    value = s.get_value(fid)
-    if not isinstance(value, int) or isinstance(value, bool):
+    item = s.get(fid)
+    if item is None:
         raise CorruptMetadataError(f"page header lacks {name}", where)
+    if item[0] != T.I32:
+        # Every field read here is an i32; Thrift's generated reader (pyarrow's)
+        # skips a field of another type, and then lacks a required one.
+        raise CorruptMetadataError(f"page header {name} has thrift type {item[0]}, expected {T.I32}", where)
+    value = item[1]
     if value < lo:
         raise CorruptMetadataError(f"page header {name} {value} is negative", where)
     return value
@@ -147,8 +171,16 @@ def scan_chunk(
     max_page_bytes: int,
     verify_checksums: bool = False,
     keep_crc: bool = False,
+    num_rows: int | None = None,
 ) -> list[Page]:
     """Decode the page headers of one column chunk.
+
+    Pages are read, as pyarrow reads them, until the chunk's bytes end or
+    its metadata's ``num_values`` are reached; a metadata count above what
+    the pages hold is no error (pyarrow reads on), but pages holding fewer
+    values than the row group has rows are: every row puts at least one
+    value (or null) in every leaf column, and pyarrow sizes its buffers by
+    the declared rows.
 
     Parameters
     ----------
@@ -165,6 +197,9 @@ def scan_chunk(
         Record each page's CRC-32 in :attr:`Page.crc` unchecked: the read
         path checks it where the page's bytes are (the backend that
         decompresses it, on the GPU for GPU batches).
+    num_rows : int, optional
+        The row group's declared rows; the pages must hold at least as many
+        values.
 
     Returns
     -------
@@ -194,7 +229,7 @@ def scan_chunk(
                 f"({end - body_start} bytes remain)",
                 here,
             )
-        if usize > max_page_bytes:
+        if usize > max_page_bytes and ptype in DECODED_PAGE_TYPES:
             raise LimitExceededError(
                 f"uncompressed_page_size {usize} exceeds max_page_bytes {max_page_bytes} "
                 "(raise the option max_page_bytes to read it)",
@@ -229,9 +264,11 @@ def scan_chunk(
         elif ptype == PageType.DICTIONARY_PAGE:
             sub = header.get_value(PageHeader.dictionary_page_header)
             _int_field(sub, DictionaryPageHeader.num_values, "dictionary_page_header.num_values", here)
-        elif ptype != PageType.INDEX_PAGE:
-            raise CorruptMetadataError(f"unknown page type {ptype}", here)
-        if not compressed and usize != csize:
+        if ptype not in DECODED_PAGE_TYPES:
+            # An index page or a type Parquet does not define: pyarrow skips
+            # it by its compressed_page_size, and so does the image.
+            pass
+        elif not compressed and usize != csize:
             raise CorruptMetadataError(
                 f"uncompressed page declares {usize} bytes but stores {csize}", here
             )
@@ -240,8 +277,9 @@ def scan_chunk(
                  stored if keep_crc else None)
         )
         pos = body_start + csize
-    if seen < rng.num_values:
+    if num_rows is not None and seen < num_rows:
         raise CorruptMetadataError(
-            f"column chunk ends after {seen} of its {rng.num_values} values", where
+            f"row group declares {num_rows} rows but the pages of the column chunk hold {seen} values",
+            where,
         )
     return pages

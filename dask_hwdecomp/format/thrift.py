@@ -144,13 +144,12 @@ def _size(b, pos: int, end: int, what: str) -> tuple[int, int]:
     return n, pos
 
 
-def _bool_elem(b, pos: int, end: int, what: str = "bool list element") -> tuple[bool, int]:
+def _bool_elem(b, pos: int, end: int) -> tuple[bool, int]:
+    # Apache Thrift's compact reader (pyarrow's) takes a bool element as
+    # true when its byte is 1 and false otherwise, never as an error.
     if pos >= end:
         _fail("unexpected end of data", pos)
-    x = b[pos]
-    if x > 2:
-        _fail(f"{what} {x}", pos)
-    return x == 1, pos + 1
+    return b[pos] == 1, pos + 1
 
 
 def _value(b, pos: int, end: int, ttype: int, depth: int):
@@ -215,7 +214,7 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
         items = []
         for _ in range(n):
             if ktype in (T.TRUE, T.FALSE):
-                k, pos = _bool_elem(b, pos, end, "bool map element")
+                k, pos = _bool_elem(b, pos, end)
             else:
                 k, pos = _value(b, pos, end, ktype, depth + 1)
             if vtype in (T.TRUE, T.FALSE):
@@ -225,6 +224,46 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
             items.append((k, v))
         return (_canon(ktype), _canon(vtype), items), pos
     _fail(f"unknown type {ttype}", pos)
+
+
+# Compact-protocol type codes Apache Thrift accepts in a list header (13 is
+# UUID); 14 and 15 make it throw.
+_MAX_DECLARED_TYPE = 13
+
+
+def _list_as(b, pos: int, end: int, elem, depth: int):
+    """A list field of known element type, read as Thrift's generated code reads it.
+
+    The generated reader (pyarrow's) checks only that the declared element
+    type is a type at all, then reads every element as the schema's type:
+    ``elem`` is a type id, or a schema dict for a list of structs. A damaged
+    element-type code thus changes nothing for pyarrow, and nothing here.
+    The list is returned with the schema's element type.
+    """
+    if depth >= Limits.max_depth:
+        _fail(f"nesting deeper than {Limits.max_depth}", pos)
+    if pos >= end:
+        _fail("unexpected end of data", pos)
+    head = b[pos]
+    pos += 1
+    declared = head & 0x0F
+    n = head >> 4
+    if n == 15:
+        n, pos = _size(b, pos, end, "list")
+    elif n > end - pos:
+        _fail(f"list size {n} exceeds the bytes that remain", pos)
+    if declared > _MAX_DECLARED_TYPE:
+        _fail(f"unknown element type {declared}", pos)
+    items = []
+    if isinstance(elem, dict):
+        for _ in range(n):
+            v, pos = _struct_at(b, pos, end, depth + 1, _EAGER, elem)
+            items.append(v)
+        return (T.STRUCT, items), pos
+    for _ in range(n):
+        v, pos = _value(b, pos, end, elem, depth + 1)
+        items.append(v)
+    return (elem, items), pos
 
 
 def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
@@ -253,7 +292,7 @@ def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
                 _fail("unexpected end of data", pos)
             head = b[pos]
             pos += 1
-            if head == 0:
+            if head & 0x0F == T.STOP:  # the high nibble is ignored, see _struct_at
                 return pos
             ftype = head & 0x0F
             delta = head >> 4
@@ -272,7 +311,7 @@ def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
 _EAGER = 1 << 30
 
 
-def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER) -> tuple[Struct, int]:
+def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER, schema: dict | None = None) -> tuple[Struct, int]:
     if depth >= Limits.max_depth:
         _fail(f"nesting deeper than {Limits.max_depth}", pos)
     out = Struct()
@@ -282,7 +321,10 @@ def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER) -> tuple[S
             _fail("unexpected end of data", pos)
         head = b[pos]
         pos += 1
-        if head == 0:
+        if head & 0x0F == T.STOP:
+            # Type 0 ends the struct whatever the high nibble holds, as in
+            # Apache Thrift's compact protocol (which pyarrow uses): a flipped
+            # bit there changes nothing for pyarrow, so nothing here either.
             return out, pos
         ttype = head & 0x0F
         delta = head >> 4
@@ -321,17 +363,24 @@ def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER) -> tuple[S
             out[fid] = (T.STRUCT, RawStruct(bytes(b[start:pos])))
         elif ttype == T.STRUCT:
             start = pos
-            v, pos = _struct_at(b, pos, end, depth + 1, lazy)
+            spec = schema.get(fid) if schema else None
+            sub = spec[1] if spec is not None and spec[0] == T.STRUCT else None
+            v, pos = _struct_at(b, pos, end, depth + 1, lazy, sub)
             if lazy < _EAGER:
                 v.raw = bytes(b[start:pos])
             out[fid] = (T.STRUCT, v)
+        elif ttype == T.LIST and schema and fid in schema and schema[fid][0] == T.LIST:
+            v, pos = _list_as(b, pos, end, schema[fid][1], depth)
+            out[fid] = (T.LIST, v)
         else:
             v, pos = _value(b, pos, end, ttype, depth)
             out[fid] = (ttype, v)
         last = fid
 
 
-def decode_struct(buf, pos: int = 0, end: int | None = None, *, lazy_depth: int | None = None) -> tuple[Struct, int]:
+def decode_struct(
+    buf, pos: int = 0, end: int | None = None, *, lazy_depth: int | None = None, schema: dict | None = None
+) -> tuple[Struct, int]:
     """Decode one struct from ``buf[pos:end]``.
 
     Parameters
@@ -344,6 +393,13 @@ def decode_struct(buf, pos: int = 0, end: int | None = None, *, lazy_depth: int 
         Structs nested this deep (the top level is 0) are checked but kept
         as :class:`RawStruct` bytes: page headers carry statistics nobody here
         reads, and decoding them would cost more than the rest of the header.
+    schema : dict, optional
+        The list fields whose element type is known, as Thrift's generated
+        code knows them: ``{field_id: (T.LIST, element)}`` with ``element``
+        a type id or the schema dict of a struct, and ``{field_id:
+        (T.STRUCT, schema)}`` for the structs that hold such lists. Those
+        lists are read with the known element type whatever their header
+        declares; every other field is read generically.
 
     Returns
     -------
@@ -360,7 +416,7 @@ def decode_struct(buf, pos: int = 0, end: int | None = None, *, lazy_depth: int 
     if not 0 <= pos <= end <= len(buf):
         raise ThriftError(f"thrift: window {pos}..{end} outside a buffer of {len(buf)} bytes")
     try:
-        return _struct_at(buf, pos, end, 0, _EAGER if lazy_depth is None else lazy_depth)
+        return _struct_at(buf, pos, end, 0, _EAGER if lazy_depth is None else lazy_depth, schema)
     except RecursionError:  # pragma: no cover - bounded by max_depth
         raise ThriftError("thrift: nesting too deep") from None
 

@@ -18,6 +18,7 @@ from ..decompress.routing import Router
 from ..errors import LimitExceededError, PageLocation
 from ..format.layout import ChunkPages, FileLayout, build_layout
 from ..format.pages import scan_chunk
+from ..format.structs import RowGroup
 from ..options import Options
 from ..report import ReadReport
 from .fetch import Range, coalesce, fetch_into
@@ -133,6 +134,7 @@ def decompress_pieces(
                         max_page_bytes=options.max_page_bytes,
                         # Checked where the page is decoded (on the GPU for GPU batches).
                         keep_crc=options.verify_checksums,
+                        num_rows=plan.footer.row_groups[rg].get_value(RowGroup.num_rows, 0),
                     )
                     scanned.setdefault(rg, []).append(ChunkPages(col, rng, pages, s, where))
                 order = [(rg, scanned.get(rg, [])) for rg in plan.row_groups]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from ..errors import CorruptMetadataError, PageLocation
 from ..format.footer import Footer, column_path, read_footer
 from ..format.pages import ChunkRange, chunk_range
@@ -80,8 +82,8 @@ def plan_piece(fs, piece: Piece, columns, footer: Footer | None = None) -> Piece
     ------
     CorruptMetadataError
         The footer is broken or a chunk's range is impossible.
-    IndexError
-        A requested row group does not exist.
+    pyarrow.ArrowInvalid
+        A requested row group does not exist (as pyarrow raises it).
     """
     footer = footer or open_footer(fs, piece.path)
     plan = PiecePlan(piece, footer)
@@ -93,7 +95,7 @@ def plan_piece(fs, piece: Piece, columns, footer: Footer | None = None) -> Piece
     rgs = list(range(n)) if piece.row_groups is None else list(piece.row_groups)
     for rg in rgs:
         if not 0 <= rg < n:
-            raise IndexError(f"{piece.path!r}: row group {rg} out of range (the file has {n})")
+            raise pa.ArrowInvalid(f"{piece.path!r}: row group {rg} out of range (the file has {n})")
     plan.row_groups = rgs
     leaves = select_columns(footer, columns)
     for rg in dict.fromkeys(rgs):
@@ -107,14 +109,10 @@ def plan_piece(fs, piece: Piece, columns, footer: Footer | None = None) -> Piece
         num_rows = footer.row_groups[rg].get_value(RowGroup.num_rows, 0)
         for col in leaves:
             where = PageLocation(file=piece.path, row_group=rg, column=column_path(chunks[col]))
-            rng = chunk_range(chunks[col], footer.footer_offset, where, pad=footer.pads_column_chunks)
-            if num_rows < 0 or num_rows > rng.num_values:
-                # Every row puts at least one value (or null) in every leaf
-                # column; a larger row count only makes the decoder allocate.
-                raise CorruptMetadataError(
-                    f"row group declares {num_rows} rows but the column chunk holds "
-                    f"{rng.num_values} values",
-                    where,
-                )
+            rng = chunk_range(
+                chunks[col], footer.footer_offset, where, pad=footer.pads_column_chunks, file_size=footer.file_size
+            )
+            if num_rows < 0:
+                raise CorruptMetadataError(f"row group declares {num_rows} rows", where)
             plan.chunks.append((rg, col, rng, where))
     return plan

@@ -182,7 +182,7 @@ def read_table(
                     as_image = fragment.format.make_fragment(
                         pa.BufferReader(image.buffer), partition_expression=fragment.partition_expression
                     )
-                    with local.stage("decode"), decode_errors(src.files[i].path, image.row_groups):
+                    with local.stage("decode"), decode_errors(src.files[i].path, image.row_groups, image.buffer):
                         picked = None if rgs is None else tuple(range(len(image.row_groups)))
                         tables[i] = _decode(as_image, src, columns, picked, use_threads)
     finally:
