@@ -230,7 +230,9 @@ class EngineDriver(CudaOps):
         try:
             check(ret[0], what.removeprefix("while "))
         except CudaError as exc:
-            index = int(ret[1]) if len(ret) > 1 and int(ret[1]) != _SIZE_MAX else None
+            # The bindings give None for the index when the driver wrote none.
+            raw = ret[1] if len(ret) > 1 else None
+            index = int(raw) if raw is not None and int(raw) != _SIZE_MAX else None
             raise EngineCallError(exc.reason, code=exc.code, name=exc.name, index=index) from None
 
     def close(self) -> None:

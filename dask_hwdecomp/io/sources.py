@@ -13,6 +13,8 @@ filesystem the page path fetches byte ranges through.
 
 from __future__ import annotations
 
+import inspect
+
 import io
 import os
 import re
@@ -196,19 +198,28 @@ def _paths(source, filesystem, storage_options):
     return filesystem, strings if many else strings[0]
 
 
+# ParquetDataset's read options; which exist depends on the pyarrow version.
+_READ_OPTIONS = (
+    "pre_buffer",
+    "coerce_int96_timestamp_unit",
+    "thrift_string_size_limit",
+    "thrift_container_size_limit",
+    "schema_depth_limit",
+    "page_checksum_verification",
+    "arrow_extensions_enabled",
+    "binary_type",
+    "list_type",
+)
+
+
 def parquet_format() -> ds.ParquetFileFormat:
-    """The file format :class:`pyarrow.parquet.ParquetDataset` reads with, at its defaults."""
-    return ds.ParquetFileFormat(
-        pre_buffer=True,
-        coerce_int96_timestamp_unit=None,
-        thrift_string_size_limit=None,
-        thrift_container_size_limit=None,
-        schema_depth_limit=None,
-        page_checksum_verification=False,
-        arrow_extensions_enabled=True,
-        binary_type=None,
-        list_type=None,
-    )
+    """The file format :class:`pyarrow.parquet.ParquetDataset` reads with, at its defaults.
+
+    The defaults are read from the installed pyarrow's signature, so that
+    every pyarrow the project supports gets its own dataset's behaviour.
+    """
+    params = inspect.signature(pq.ParquetDataset).parameters
+    return ds.ParquetFileFormat(**{k: params[k].default for k in _READ_OPTIONS if k in params})
 
 
 def _pyarrow_fs(filesystem):
