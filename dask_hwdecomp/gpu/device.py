@@ -106,11 +106,20 @@ class Device:
         return f"device {self.ordinal} ({self.name})"
 
     def close(self) -> None:
-        """Release the primary context (idempotent)."""
+        """Release the primary context (idempotent).
+
+        The calling thread no longer has it current afterwards: a released
+        context left current would be used, or reported, by whatever runs
+        on that thread next.
+        """
         if self._closed:
             return
         self._closed = True
-        check(_driver().cuDevicePrimaryCtxRelease(self.handle), "releasing the primary context")
+        driver = _driver()
+        current = check(driver.cuCtxGetCurrent(), "reading the current context")
+        if int(current) == int(self.context):
+            check(driver.cuCtxSetCurrent(driver.CUcontext(0)), "leaving the primary context")
+        check(driver.cuDevicePrimaryCtxRelease(self.handle), "releasing the primary context")
 
     def __enter__(self):
         return self
