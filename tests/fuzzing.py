@@ -300,6 +300,10 @@ STRICTER_CAUSES = (
                   r"uncompressed page declares \d+ bytes but stores \d+$"),
     StricterCause("v2 level bytes beyond the page", "CorruptMetadataError",
                   r"v2 level bytes \d+ exceed the page sizes \(compressed \d+, uncompressed \d+\)$"),
+    StricterCause("negative row count", "CorruptMetadataError", r"row group declares -\d+ rows$"),
+    StricterCause("negative page type", "CorruptMetadataError", r"page header type -\d+ is negative$"),
+    StricterCause("page header without its type's struct", "CorruptMetadataError",
+                  r"page header lacks the struct holding \w+\.num_values$"),
 )
 
 
