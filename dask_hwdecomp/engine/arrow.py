@@ -97,23 +97,27 @@ class HwdecompEngine(ArrowDatasetEngine):
         """
         options = current_options(**as_option_dict(kwargs.pop("hwdecomp_options", None)))
         report = ReadReport()
+
+        def parent_read():
+            return super(HwdecompEngine, cls).read_partition(
+                fs,
+                pieces,
+                columns,
+                index,
+                dtype_backend=dtype_backend,
+                categories=categories,
+                partitions=partitions,
+                filters=filters,
+                schema=schema,
+                **kwargs,
+            )
+
         if pyarrow_reads(options):
             # No GPU backend here: the parent reads as engine="pyarrow" does;
             # _read_table times each piece and reads its footer figures.
             token = _pyarrow_report.set(report)
             try:
-                return super().read_partition(
-                    fs,
-                    pieces,
-                    columns,
-                    index,
-                    dtype_backend=dtype_backend,
-                    categories=categories,
-                    partitions=partitions,
-                    filters=filters,
-                    schema=schema,
-                    **kwargs,
-                )
+                return parent_read()
             finally:
                 _pyarrow_report.reset(token)
                 publish(report)
@@ -127,18 +131,7 @@ class HwdecompEngine(ArrowDatasetEngine):
             with prepared_images(fs, plist, wanted, options, report):
                 token = _report.set(report)
                 try:
-                    return super().read_partition(
-                        fs,
-                        pieces,
-                        columns,
-                        index,
-                        dtype_backend=dtype_backend,
-                        categories=categories,
-                        partitions=partitions,
-                        filters=filters,
-                        schema=schema,
-                        **kwargs,
-                    )
+                    return parent_read()
                 finally:
                     _report.reset(token)
         finally:
