@@ -28,6 +28,10 @@ from numba import njit
 
 OK, ERROR, FALLBACK = 0, 1, 2
 
+# Helpers called with constants have explicit signatures: numba would
+# otherwise compile one version per combination of literal arguments, which
+# multiplies the first (uncached) compile time.
+
 # Thrift compact type ids (see thrift.T)
 _BOOL_T, _BOOL_F, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _STRUCT = 1, 2, 3, 4, 5, 6, 7, 8, 12
 _LIST, _SET, _MAP = 9, 10, 11
@@ -83,12 +87,12 @@ def _varint(b, pos, end, maxb):
     return ERROR, pos, n, hi, ov, False
 
 
-@njit(nogil=True, cache=True)
+@njit("int64(int64, int64)", nogil=True, cache=True)
 def _zigzag(n, hi):
     return ((n >> 1) | (hi << 62)) ^ (-(n & 1))
 
 
-@njit(nogil=True, cache=True)
+@njit("boolean(int64, int64, boolean, int64)", nogil=True, cache=True)
 def _int_in_range(n, hi, ov, ttype):
     if ttype == _I16:
         return n < 65536
@@ -240,7 +244,7 @@ def _fields1(b, pos, end, tbl, max_string, max_depth, lasts):
         last = fid
 
 
-@njit(nogil=True, cache=True)
+@njit("int64(int64[:, ::1], int64, int64)", nogil=True, cache=True)
 def _find(tbl, nf, fid):
     for i in range(nf):
         if tbl[i, F_ID] == fid:
@@ -248,7 +252,7 @@ def _find(tbl, nf, fid):
     return -1
 
 
-@njit(nogil=True, cache=True)
+@njit("boolean(int64)", nogil=True, cache=True)
 def _is_int(ttype):
     return ttype == _BYTE or ttype == _I16 or ttype == _I32 or ttype == _I64
 
@@ -312,7 +316,7 @@ def _header(b, pos, end, tbl0, tbl8, tblx, hv, max_string, max_depth, lasts):
         last = fid
 
 
-@njit(nogil=True, cache=True)
+@njit("int64(uint8[::1], int64, int64)", nogil=True, cache=True)
 def _put_varint(out, o, n):
     while n >= 0x80:
         out[o] = (n & 0x7F) | 0x80
@@ -322,7 +326,7 @@ def _put_varint(out, o, n):
     return o + 1
 
 
-@njit(nogil=True, cache=True)
+@njit("int64(uint8[::1], int64, int64, int64, int64)", nogil=True, cache=True)
 def _put_head(out, o, fid, wire, last):
     delta = fid - last
     if 0 < delta <= 15:
@@ -404,7 +408,7 @@ def _u32be(b, p):
     return (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
 
 
-@njit(nogil=True, cache=True)
+@njit("int64(int64[:, ::1], int64, int64, int64, int64, int64, int64, int64)", nogil=True, cache=True)
 def _job(jobs, nj, algo, src, size, dst, dsize, crc):
     jobs[nj, J_ALGO] = algo
     jobs[nj, J_SRC] = src
