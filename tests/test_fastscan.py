@@ -330,6 +330,18 @@ def page(draw, codec):
             sub[7] = (T.BOOL, True)
         if draw(st.booleans()):
             sub[8] = (T.STRUCT, RawStruct(encode_struct(Struct({1: (T.BINARY, b"mx"), 3: (T.I64, 4)}))))
+    # unknown fields, kept by the rewrite: any id (negative and long-form ones too), scalars and structs
+    for target in (h, sub):
+        for fid, (ttype, value) in draw(st.dictionaries(
+            st.one_of(st.integers(9, 40), st.integers(-(1 << 15), (1 << 15) - 1)),
+            st.one_of(st.tuples(st.just(T.I64), st.integers(-(1 << 63), (1 << 63) - 1)),
+                      st.tuples(st.just(T.BINARY), st.binary(max_size=8)),
+                      st.tuples(st.just(T.DOUBLE), st.floats(allow_nan=False)),
+                      st.tuples(st.just(T.BOOL), st.booleans()),
+                      st.tuples(st.just(T.STRUCT), st.just(Struct({2: (T.I16, -3), 5: (T.BINARY, b"z")})))),
+            max_size=2)).items():
+            if fid not in range(1, 9):
+                target[fid] = (ttype, value)
     h[{0: 5, 3: 8, 2: 7}.get(ptype, 5)] = (T.STRUCT, sub)
     if draw(st.booleans()):
         h[PageHeader.crc] = (T.I32, draw(st.integers(-(1 << 31), (1 << 31) - 1)))
@@ -356,7 +368,7 @@ def page(draw, codec):
     return bytes(encoded), body, nv
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(_CODECS).flatmap(lambda c: st.tuples(
     st.just(c), st.lists(page(c), min_size=1, max_size=5), st.integers(-3, 3), st.integers(0, 3))))
 def test_random_page_sequences(case):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -80,17 +81,27 @@ class BatchLayout:
         Bytes of destination buffer the batch needs.
     fast : bool
         Whether the compiled kernels laid it out (False: the reference).
+    writer : callable
+        ``writer(dst, src)`` writes everything but the jobs' outputs.
     """
 
     images: list[ImagePlan]
     jobs: list[Job]
     size: int
     fast: bool
-    _fill: object = field(default=None, repr=False)
+    writer: Callable[[memoryview, memoryview], None] = field(repr=False)
 
     def fill(self, dst, src) -> None:
-        """Write headers, stored bytes and footers; call after the jobs ran."""
-        self._fill(dst, src)
+        """Write headers, stored bytes and footers into ``dst``; call after the jobs ran.
+
+        Parameters
+        ----------
+        dst : writable memoryview
+            The batch destination buffer.
+        src : memoryview
+            The batch source buffer.
+        """
+        self.writer(dst, src)
 
 
 def _align(n: int, align: int) -> int:
