@@ -241,24 +241,28 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
 
 
 def _jobs(placed, file_base, slot_file, slot_chunk, cres, chunks) -> list[Job]:
+    """The ``Job`` records of the placed jobs (the one Python step per job)."""
     if not len(placed):
         return []
     slot = placed[:, K.PJ_SLOT]
     chunk = slot_chunk[slot]
     dst = placed[:, K.J_DST] + file_base[slot_file[slot]]
     ordinal = placed[:, K.PJ_PAGE] - cres[chunk, K.C_PLO]
+    codec_of = [ch.rng.codec for ch in chunks]
+    where_of = [ch.where for ch in chunks]
     out = []
-    locations: dict[tuple[int, int], PageLocation] = {}
+    append = out.append
+    prev_c = prev_o = -1
+    loc = None
     for algo, src, size, d, dsize, crc, c, o in zip(
         placed[:, K.J_ALGO].tolist(), placed[:, K.J_SRC].tolist(), placed[:, K.J_SRCSIZE].tolist(),
         dst.tolist(), placed[:, K.J_DSTSIZE].tolist(), placed[:, K.J_CRC].tolist(), chunk.tolist(), ordinal.tolist(),
     ):
-        ch = chunks[c]
-        loc = locations.get((c, o))
-        if loc is None:
-            w = ch.where
-            loc = locations[(c, o)] = PageLocation(w.file, w.row_group, w.column, o)
-        out.append(Job(ALGOS[algo], src, size, d, dsize, ch.rng.codec, loc, None if crc < 0 else crc))
+        if c != prev_c or o != prev_o:  # the jobs of one page are consecutive
+            w = where_of[c]
+            loc = PageLocation(w.file, w.row_group, w.column, o)
+            prev_c, prev_o = c, o
+        append(Job(ALGOS[algo], src, size, d, dsize, codec_of[c], loc, None if crc < 0 else crc))
     return out
 
 
