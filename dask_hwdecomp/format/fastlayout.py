@@ -26,7 +26,6 @@ from typing import Callable
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
-from . import kernels as K
 from .codecs import Algo, plan_body
 from .footer import Footer
 from .layout import ChunkPages, ChunkPlacement, FileLayout, Job, build_layout, image_footer, page_header
@@ -36,6 +35,7 @@ from .thrift import Limits
 
 __all__ = ["ChunkSpec", "FileSpec", "ImagePlan", "BatchLayout", "lay_out_batch", "reference_layout"]
 
+# Indexed by the kernels' algorithm codes (kernels.A_*).
 ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.GZIP, Algo.LZ4, Algo.ZSTD, Algo.BROTLI)
 _ALGO_CODE = {a: i for i, a in enumerate(ALGOS)}
 
@@ -158,6 +158,8 @@ def _as_array(buf) -> np.ndarray:
 
 
 def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
+    from . import kernels as K  # numba loads on first use, not with the package
+
     chunks = [ch for f in files for ch in f.chunks]
     src_np = _as_array(src)
     bases = np.array([c.src_base for c in chunks], np.int64)
@@ -242,6 +244,8 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
 
 def _jobs(placed, file_base, slot_file, slot_chunk, cres, chunks) -> list[Job]:
     """The ``Job`` records of the placed jobs (the one Python step per job)."""
+    from . import kernels as K  # numba loads on first use, not with the package
+
     if not len(placed):
         return []
     slot = placed[:, K.PJ_SLOT]
@@ -268,6 +272,8 @@ def _jobs(placed, file_base, slot_file, slot_chunk, cres, chunks) -> list[Job]:
 
 def _check_crcs(src, pages, cres, bases) -> None:
     """Page CRC-32s, as the reference checks them; any mismatch goes to the reference (which raises)."""
+    from . import kernels as K  # numba loads on first use, not with the package
+
     for c in range(len(cres)):
         base = int(bases[c])
         for p in range(int(cres[c, K.C_PLO]), int(cres[c, K.C_PHI])):
@@ -286,6 +292,8 @@ def _reference_chunks(src, chunks, cres, pages, jobs, blob, max_page_bytes):
         The reference raised on one: the batch goes to the reference path,
         which raises the first error in order.
     """
+    from . import kernels as K
+
     cres = cres.copy()
     page_rows = [pages]
     job_rows = [jobs]
