@@ -348,13 +348,15 @@ def page(draw, codec):
     # hostile edits: a field changed, dropped or retyped
     for _ in range(draw(st.integers(0, 2))):
         fid = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 9, 30]))
-        how = draw(st.sampled_from(["int", "drop", "bool", "binary", "i64", "byte"]))
+        how = draw(st.sampled_from(["int", "drop", "bool", "binary", "i64", "i16", "byte"]))
         if how == "drop":
             h.pop(fid, None)
         elif how == "int":
             h[fid] = (T.I32, max(-(1 << 31), min((1 << 31) - 1, draw(_INTS))))
         elif how == "i64":
             h[fid] = (T.I64, draw(st.integers(-(1 << 63), (1 << 63) - 1)))
+        elif how == "i16":
+            h[fid] = (T.I16, draw(st.integers(-(1 << 15), (1 << 15) - 1)))
         elif how == "byte":
             h[fid] = (T.BYTE, draw(st.integers(-128, 127)))
         elif how == "bool":

@@ -29,7 +29,7 @@ from ..errors import HwdecompError, PageLocation
 from .codecs import Algo, plan_body
 from .footer import Footer
 from .layout import ChunkPages, ChunkPlacement, FileLayout, Job, build_layout, image_footer, page_header
-from .pages import ChunkRange, scan_chunk
+from .pages import ChunkRange, page_crc, scan_chunk
 from .structs import PageType
 from .thrift import Limits
 
@@ -327,8 +327,8 @@ def _reference_chunks(src, chunks, cres, pages, jobs, blob, max_page_bytes):
                         jrows.append((_ALGO_CODE[sp.algo], value + sp.src_offset, sp.src_size, sp.dst_offset,
                                       sp.dst_size, -1 if sp.crc32 is None else sp.crc32))
                         nj += 1
-            crc = page.header.get_value(4)
-            has_crc = isinstance(crc, int) and not isinstance(crc, bool)
+            crc = page_crc(page.header)
+            has_crc = crc is not None
             rows[i] = (page.page_type, page.header_start, page.body_start, page.body_size, page.uncompressed_size,
                        page.levels_size, int(page.compressed), nb, len(header), jlo, nj, int(has_crc),
                        (crc & 0xFFFFFFFF) if has_crc else 0)

@@ -253,8 +253,10 @@ def _find(tbl, nf, fid):
 
 
 @njit("boolean(int64)", nogil=True, cache=True)
-def _is_int(ttype):
-    return ttype == _BYTE or ttype == _I16 or ttype == _I32 or ttype == _I64
+def _is_i32(ttype):
+    # The page-header fields read here are i32 in parquet.thrift; Thrift
+    # readers skip a field of another wire type (pages._int_field).
+    return ttype == _I32
 
 
 @njit(nogil=True, cache=True)
@@ -293,7 +295,7 @@ def _header(b, pos, end, tbl0, tbl8, tblx, hv, max_string, max_depth, lasts):
             if fid == 8:
                 hv[_H_N8] = n
             i = _find(sub, n, 1)
-            ok = i >= 0 and _is_int(sub[i, F_TYPE])
+            ok = i >= 0 and _is_i32(sub[i, F_TYPE])
             if fid == 5:
                 hv[_H_NV5_OK] = 1 if ok else 0
                 hv[_H_NV5] = sub[i, F_VAL] if ok else 0
@@ -611,7 +613,7 @@ def scan_chunks(src, bases, lengths, codecs, num_values, max_page_bytes, max_str
             good = True
             for k in range(3):  # type, uncompressed_page_size, compressed_page_size
                 i = _find(tbl0, n0, k + 1)
-                if i < 0 or not _is_int(tbl0[i, F_TYPE]) or tbl0[i, F_VAL] < 0:
+                if i < 0 or not _is_i32(tbl0[i, F_TYPE]) or tbl0[i, F_VAL] < 0:
                     good = False
                     break
                 vals[k] = tbl0[i, F_VAL]
@@ -625,7 +627,7 @@ def scan_chunks(src, bases, lengths, codecs, num_values, max_page_bytes, max_str
                 status = ERROR
                 break
             i = _find(tbl0, n0, 4)
-            has_crc = i >= 0 and _is_int(tbl0[i, F_TYPE])
+            has_crc = i >= 0 and _is_i32(tbl0[i, F_TYPE])
             crc = (tbl0[i, F_VAL] & 0xFFFFFFFF) if has_crc else 0
             levels = 0
             compressed = codec != 0
@@ -644,7 +646,7 @@ def scan_chunks(src, bases, lengths, codecs, num_values, max_page_bytes, max_str
                     break
                 for k in range(3):  # num_values, definition and repetition level bytes
                     j = _find(tbl8, n8, 1 if k == 0 else k + 4)
-                    if j < 0 or not _is_int(tbl8[j, F_TYPE]) or tbl8[j, F_VAL] < 0:
+                    if j < 0 or not _is_i32(tbl8[j, F_TYPE]) or tbl8[j, F_VAL] < 0:
                         good = False
                         break
                     sv[k] = tbl8[j, F_VAL]

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from ..errors import ChecksumError, CorruptMetadataError, LimitExceededError, PageLocation
 from .structs import ColumnChunk, ColumnMetaData, DataPageHeader, DataPageHeaderV2
 from .structs import DictionaryPageHeader, PageHeader, PageType
-from .thrift import Struct, ThriftError, decode_struct
+from .thrift import Struct, T, ThriftError, decode_struct
 
-__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk"]
+__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "page_crc"]
 
 # Old parquet-mr writers understated total_compressed_size (PARQUET-816);
 # Arrow reads this much past the declared end, bounded by the footer.
@@ -110,12 +110,22 @@ def chunk_range(chunk: Struct, footer_offset: int, where: PageLocation, *, pad: 
 def _int_field(s: Struct | None, fid: int, name: str, where: PageLocation, lo: int = 0) -> int:
     if not isinstance(s, Struct):
         raise CorruptMetadataError(f"page header lacks the struct holding {name}", where)
-    value = s.get_value(fid)
-    if not isinstance(value, int) or isinstance(value, bool):
+    item = s.get(fid)
+    # Every field read here is an i32 in parquet.thrift. pyarrow's Thrift
+    # reader skips a field of another wire type and then misses the required
+    # field; so do we (the rewritten header would otherwise heal it).
+    if item is None or item[0] != T.I32:
         raise CorruptMetadataError(f"page header lacks {name}", where)
+    value = item[1]
     if value < lo:
         raise CorruptMetadataError(f"page header {name} {value} is negative", where)
     return value
+
+
+def page_crc(header: Struct) -> int | None:
+    """The page's CRC-32 field, or None; a crc of another Thrift type is skipped, as pyarrow's reader skips it."""
+    item = header.get(PageHeader.crc)
+    return item[1] if item is not None and item[0] == T.I32 else None
 
 
 def scan_chunk(
@@ -174,9 +184,8 @@ def scan_chunk(
                 "(raise the option max_page_bytes to read it)",
                 here,
             )
-        crc = header.get_value(PageHeader.crc)
-        # A crc of another Thrift type is skipped, as pyarrow's reader skips it.
-        if verify_checksums and isinstance(crc, int) and not isinstance(crc, bool):
+        crc = page_crc(header)
+        if verify_checksums and crc is not None:
             stored = crc & 0xFFFFFFFF
             actual = zlib.crc32(data[body_start : body_start + csize])
             if stored != actual:
