@@ -342,6 +342,8 @@ def _put_head(out, o, fid, wire, last):
 def _put_field(b, out, o, tbl, i, last):
     """Re-encode field ``i`` of ``tbl`` as the reference would: (status, o)."""
     ttype = tbl[i, F_TYPE]
+    if o + 8 + tbl[i, F_VEND] - tbl[i, F_VSTART] > out.shape[0]:
+        return FALLBACK, o  # cannot happen (the caller reserves room); never write past ``out``
     if ttype == _BOOL_T:
         return OK, _put_head(out, o, tbl[i, F_ID], _BOOL_T if tbl[i, F_VAL] else _BOOL_F, last)
     if not tbl[i, F_CANON]:
@@ -356,7 +358,7 @@ def _put_field(b, out, o, tbl, i, last):
 @njit(nogil=True, cache=True)
 def _encode_header(b, tbl0, n0, tbl8, n8, v2, usize, out, o):
     """The rewritten header: no crc, compressed size = uncompressed, v2 is_compressed false."""
-    if usize >= 2147483648:
+    if usize >= 2147483648 or o + 16 > out.shape[0]:
         return FALLBACK, o
     last = 0
     for i in range(n0):
@@ -674,7 +676,7 @@ def scan_chunks(src, bases, lengths, codecs, num_values, max_page_bytes, max_str
                 status = ERROR
                 break
             # the rewritten header
-            blob = _grow1(blob, nb + (body - pos) + 16)
+            blob = _grow1(blob, nb + (body - pos) + 32)  # a rewritten header grows by at most ~10 bytes
             st, nb2 = _encode_header(src, tbl0, n0, tbl8, max(hv[_H_N8], 0), ptype == 3, usize, blob, nb)
             if st != OK:
                 status = st
