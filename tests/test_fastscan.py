@@ -212,6 +212,92 @@ def test_uncompressed_chunks_are_copied_verbatim(tmp_path, matrix_source):
     assert_tables_equal(got, pq.read_table(path))
 
 
+# --- page CRCs and Snappy preambles in the jobs ------------------------------------------------
+
+
+def _crc_file(tmp_path, source, codec, version):
+    path = tmp_path / f"crc-{codec}-{version}.parquet"
+    pq.write_table(source, path, compression=codec, write_page_checksum=True, data_page_size=2000,
+                   data_page_version=version, row_group_size=len(source) // 2)
+    return path
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("codec", ["none", "snappy", "gzip", "zstd", "lz4", "brotli"])
+def test_page_crcs_and_preambles_equal_reference(tmp_path, matrix_source, codec, version):
+    """Every Job field (page_crc, preamble, crc32 included), with and without verify_checksums,
+    a row group laid out twice in a row included."""
+    path = _crc_file(tmp_path, matrix_source, codec, version)
+    src, files = _batch([path])
+    f = files[0]
+    for row_groups in (f.row_groups, [f.row_groups[0]] * 2):
+        spec = [FileSpec(f.footer, row_groups, f.chunks)]
+        for verify in (True, False):
+            fast = lay_out_batch(memoryview(src), spec, max_page_bytes=MAX_PAGE, verify_checksums=verify)
+            ref = reference_layout(memoryview(src), spec, max_page_bytes=MAX_PAGE, verify_checksums=verify)
+            assert fast.fast
+            assert fast.jobs == ref.jobs
+            if codec == "none":  # copied as stored (see test_uncompressed_chunks_are_copied_verbatim)
+                got = pq.read_table(pa.BufferReader(bytes(_images(fast, src))[: fast.images[0].size]))
+                want = pq.read_table(pa.BufferReader(bytes(_images(ref, src))[: ref.images[0].size]))
+                assert_tables_equal(got, want)
+            else:
+                assert fast.images == ref.images
+                assert _images(fast, src) == _images(ref, src)
+            with_crc = [j for j in fast.jobs if j.page_crc is not None]
+            assert bool(with_crc) == (verify and codec != "none")
+            if codec == "snappy":
+                assert all(j.preamble > 0 for j in fast.jobs)
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy"])
+def test_a_damaged_page_under_its_crc_is_the_reference_error(tmp_path, matrix_source, monkeypatch, codec):
+    """Uncompressed pages are checked at layout, compressed ones where they are decoded: the same error."""
+    from dask_hwdecomp.errors import ChecksumError
+    from dask_hwdecomp.io import batch
+
+    path = _crc_file(tmp_path, matrix_source, codec, "1.0")
+    data = bytearray(path.read_bytes())
+    _, rng = next(_chunks(path))
+    page = scan_chunk(memoryview(data)[rng.start : rng.start + rng.length], rng, PageLocation(),
+                      max_page_bytes=MAX_PAGE)[-1]
+    data[rng.start + page.body_start + page.body_size - 1] ^= 0x01
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    src, files = _batch([bad])
+    fast = lay_out_batch(memoryview(src), files, max_page_bytes=MAX_PAGE, verify_checksums=False)
+    assert fast.fast  # unchecked, the kernel takes it
+    errors = []
+    for fast_scan in (True, False):
+        monkeypatch.setattr(batch, "FAST_SCAN", fast_scan)
+        with pytest.raises(ChecksumError) as exc:
+            dask_hwdecomp.read_table(bad, backend="cpu", verify_checksums=True)
+        errors.append(str(exc.value))
+    assert errors[0] == errors[1]
+
+
+def test_fallback_chunks_keep_crcs_and_preambles(tmp_path, matrix_source):
+    """Chunks the kernel hands to the reference (a list in a header) give the same jobs too."""
+    src_path = _crc_file(tmp_path, matrix_source.select(["int32_none", "string_some"]), "snappy", "1.0")
+    dst = tmp_path / "list.parquet"
+    done = []
+
+    def add(p):
+        if not done:
+            p.header[42] = (T.LIST, (T.I32, [1, 2, 3]))
+            done.append(1)
+        return p.header, p.body
+
+    rewrite_pages(src_path, dst, add)
+    statuses = [compare(data, rng.start, rng) for data, rng in _chunks(dst)]
+    assert K.FALLBACK in statuses and K.OK in statuses
+    src, files = _batch([dst])
+    fast = lay_out_batch(memoryview(src), files, max_page_bytes=MAX_PAGE, verify_checksums=True)
+    ref = reference_layout(memoryview(src), files, max_page_bytes=MAX_PAGE, verify_checksums=True)
+    assert fast.fast and fast.jobs == ref.jobs and _images(fast, src) == _images(ref, src)
+    assert any(j.page_crc is not None for j in fast.jobs) and all(j.preamble for j in fast.jobs)
+
+
 # --- unusual but valid headers: kept, through the reference ------------------------------------
 
 
@@ -290,6 +376,39 @@ def test_hand_made_header_is_taken():
     assert compare(src, 0, rng) == K.OK
 
 
+def test_stop_with_a_high_nibble_ends_the_header():
+    """As Apache Thrift reads it: the kernel takes it, and rewrites a plain STOP as the reference does."""
+    header = bytearray(_dp(10))
+    header[-1] = 0x30
+    src, rng = _raw_chunk([(bytes(header), bytes(10))])
+    assert compare(src, 0, rng) == K.OK
+
+
+@pytest.mark.parametrize("num_values, num_rows, ok", [
+    (15, 15, True), (5, 10, True),  # the walk stops once the chunk's count is reached
+    (5, 15, False),  # ... here after the first page, short of the row group's rows
+    (100, 15, True),  # a count above the pages': pyarrow reads on to the chunk's end
+    (15, 16, False), (100, 16, False),  # pages short of the row group's rows
+    (5, None, True),
+])
+def test_value_counts_as_the_reference(num_values, num_rows, ok):
+    src, rng = _raw_chunk([(_dp(10), bytes(10)), (_dp(3, 5), bytes(3))], num_values=num_values)
+    assert compare(src, 0, rng, num_rows=num_rows) == (K.OK if ok else K.ERROR)
+
+
+@pytest.mark.parametrize("ptype", [1, 4, 1000])
+def test_pages_not_decoded_are_walked_over(ptype):
+    """An index page or a type Parquet does not define: sizes unchecked but against the chunk, left out."""
+    skipped = bytearray(_dp(60))  # above max_page_bytes, which only pages decoded must respect
+    skipped[1] = ptype << 1 if ptype < 64 else 0
+    if ptype >= 64:  # a two-byte varint
+        skipped = bytes([0x15]) + bytes([(ptype << 1) & 0x7F | 0x80, (ptype << 1) >> 7]) + bytes(skipped[2:])
+    src, rng = _raw_chunk([(bytes(skipped), bytes(60)), (_dp(10), bytes(10))], num_values=10)
+    assert compare(src, 0, rng, max_page_bytes=20, num_rows=10) == K.OK
+    _, pages, _, _ = _kernel(src, 0, rng, 20, 10)
+    assert pages[0, K.P_TYPE] == ptype and pages[0, K.P_HLEN] == 0
+
+
 # --- random page sequences, hostile headers ----------------------------------------------------
 
 _CODECS = [Codec.UNCOMPRESSED, Codec.SNAPPY, Codec.GZIP, Codec.LZ4, Codec.ZSTD, Codec.BROTLI, Codec.LZ4_RAW]
@@ -317,11 +436,15 @@ _INTS = st.one_of(st.integers(0, 300), st.sampled_from([-1, 1 << 31, (1 << 31) -
 
 @st.composite
 def page(draw, codec):
-    ptype = draw(st.sampled_from([0, 0, 0, 3, 3, 2, 1, 7]))
+    # 1 is an index page; 4, 7 and 1000 are types Parquet does not define (skipped)
+    ptype = draw(st.sampled_from([0, 0, 0, 3, 3, 2, 1, 4, 7, 1000]))
     payload = draw(st.binary(max_size=60))
     v2_stored = ptype == 3 and draw(st.booleans())
     levels = draw(st.binary(max_size=6)) if ptype == 3 else b""
-    body = levels + (payload if v2_stored or codec == 0 else _compress(codec, payload))
+    stored = payload if v2_stored or codec == 0 else _compress(codec, payload)
+    if draw(st.integers(0, 7)) == 0:  # a cut body: a Snappy block of only its preamble, a short frame
+        stored = stored[: draw(st.integers(0, 3))]
+    body = levels + stored
     usize = len(levels) + len(payload)
     h = Struct({
         PageHeader.type: (T.I32, ptype),
@@ -373,6 +496,8 @@ def page(draw, codec):
         else:
             h[fid] = (T.BINARY, draw(st.binary(max_size=5)))
     encoded = bytearray(encode_struct(h))
+    if draw(st.integers(0, 5)) == 0:  # a STOP with a high nibble ends the header all the same
+        encoded[-1] = draw(st.integers(1, 15)) << 4
     for _ in range(draw(st.integers(0, 2)) if draw(st.integers(0, 3)) == 0 else 0):
         i = draw(st.integers(0, len(encoded) - 1))
         encoded[i] = draw(st.integers(0, 255))
@@ -381,17 +506,21 @@ def page(draw, codec):
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(_CODECS).flatmap(lambda c: st.tuples(
-    st.just(c), st.lists(page(c), min_size=1, max_size=5), st.integers(-3, 3), st.integers(0, 3))))
+    st.just(c), st.lists(page(c), min_size=1, max_size=5), st.integers(-3, 3), st.integers(0, 3),
+    st.one_of(st.none(), st.integers(-3, 3), st.just(1 << 40)))))
 def test_random_page_sequences(case):
-    codec, pages, nv_delta, cut = case
+    """Chunk metadata counts above and below the pages', and row groups of more or fewer rows."""
+    codec, pages, nv_delta, cut, rows_delta = case
     blob = b"".join(h + b for h, b, _ in pages)
     if cut == 0:
         blob = blob[: max(0, len(blob) - 1 - len(blob) // 7)]
     src = np.frombuffer(bytearray(b"\x00" * 3 + blob), np.uint8)
-    nv = max(0, sum(p[2] for p in pages) + nv_delta)
+    total = sum(p[2] for p in pages)
+    nv = max(0, total + nv_delta)
+    rows = None if rows_delta is None else max(0, total + rows_delta)
     rng = ChunkRange(3, len(blob), len(blob), int(codec), nv, Struct())
     for max_page in (MAX_PAGE, 40):
-        compare(src, 3, rng, max_page)
+        compare(src, 3, rng, max_page, rows)
 
 
 @settings(max_examples=300, deadline=None)
