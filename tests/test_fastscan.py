@@ -298,6 +298,37 @@ def test_fallback_chunks_keep_crcs_and_preambles(tmp_path, matrix_source):
     assert any(j.page_crc is not None for j in fast.jobs) and all(j.preamble for j in fast.jobs)
 
 
+def test_corpus_batches_equal_reference(corpus):
+    """Whole files of every writer in the corpus, checksums verified: the same jobs (page_crc and
+    preamble included), the same images, the same error where the reference raises one."""
+    from dask_hwdecomp.errors import ChecksumError
+
+    laid = crcs = refused = 0
+    for path in sorted(corpus.rglob("*.parquet")):
+        try:
+            src, files = _batch([path])
+        except Exception:
+            continue  # footer or plan refused: nothing to lay out
+        results = []
+        for fn in (lay_out_batch, reference_layout):
+            try:
+                results.append(fn(memoryview(src), files, max_page_bytes=MAX_PAGE, verify_checksums=True))
+            except HwdecompError as exc:
+                results.append(exc)
+        fast, ref = results
+        if isinstance(ref, Exception):
+            assert type(fast) is type(ref) and str(fast) == str(ref), path.name
+            refused += isinstance(ref, ChecksumError)
+            continue
+        assert not isinstance(fast, Exception), f"{path.name}: {fast}"
+        assert fast.jobs == ref.jobs, path.name
+        if all(ch.rng.codec != 0 for ch in files[0].chunks):
+            assert fast.images == ref.images and _images(fast, src) == _images(ref, src), path.name
+        laid += 1
+        crcs += sum(j.page_crc is not None for j in fast.jobs)
+    assert laid > 50 and crcs > 0 and refused > 0, (laid, crcs, refused)
+
+
 # --- unusual but valid headers: kept, through the reference ------------------------------------
 
 
