@@ -415,6 +415,34 @@ def test_stop_with_a_high_nibble_ends_the_header():
     assert compare(src, 0, rng) == K.OK
 
 
+_NESTED = _dp(10, extra=bytes([0x3C]) + b"\x1c" * 3 + b"\x18\x05hello\x00" + b"\x00" * 3)  # field 8 nested 4 deep
+
+
+@pytest.mark.parametrize("stop", [
+    ("data_page_header", 15), ("statistics, 4 deep", -5), ("3 deep", -4), ("2 deep", -3), ("field 8", -2),
+    ("page header", -1),
+])
+def test_stop_with_a_high_nibble_at_any_depth(stop):
+    """Structs kept as bytes (raw, lazily skipped) keep the damaged STOP, as in the reference;
+    re-encoded ones (the page header) get a plain STOP."""
+    header = bytearray(_NESTED)
+    assert header[stop[1]] == 0
+    header[stop[1]] = 0xA0
+    src, rng = _raw_chunk([(bytes(header), bytes(10))])
+    assert compare(src, 0, rng) == K.OK
+
+
+def test_stop_with_a_high_nibble_in_a_rewritten_v2_header():
+    """The v2 header is re-encoded (is_compressed false added): its STOP too."""
+    sub = bytes([0x15, 20, 0x15, 0, 0x15, 20, 0x15, 0, 0x15, 0, 0x15, 0, 0x90])
+    header = bytes([0x15, 6, 0x15, 20, 0x15, 20, 0x5C]) + sub + b"\x00"
+    src, rng = _raw_chunk([(header, bytes(10))])
+    assert compare(src, 0, rng) == K.OK
+    _, pages, _, blob = _kernel(src, 0, rng)
+    rewritten = bytes(blob[pages[0, K.P_HOFF] : pages[0, K.P_HOFF] + pages[0, K.P_HLEN]])
+    assert b"\x90" not in rewritten and rewritten.endswith(b"\x12\x00\x00")  # is_compressed false, STOPs
+
+
 @pytest.mark.parametrize("num_values, num_rows, ok", [
     (15, 15, True), (5, 10, True),  # the walk stops once the chunk's count is reached
     (5, 15, False),  # ... here after the first page, short of the row group's rows
