@@ -250,6 +250,21 @@ def test_page_crcs_and_preambles_equal_reference(tmp_path, matrix_source, codec,
                 assert all(j.preamble > 0 for j in fast.jobs)
 
 
+@pytest.mark.parametrize("codec", ["none", "snappy", "gzip", "zstd"])
+def test_reads_with_checksums_take_the_compiled_path(tmp_path, matrix_source, monkeypatch, codec):
+    """read_table with verify_checksums lays out sound files without the reference."""
+    from dask_hwdecomp.format import fastlayout
+
+    def no_reference(*args, **kwargs):
+        raise AssertionError("the reference laid out a sound file")
+
+    monkeypatch.setattr(fastlayout, "reference_layout", no_reference)
+    for version in ("1.0", "2.0"):
+        path = _crc_file(tmp_path, matrix_source, codec, version)
+        got = dask_hwdecomp.read_table(path, backend="cpu", verify_checksums=True)
+        assert_tables_equal(got, pq.read_table(path))
+
+
 @pytest.mark.parametrize("codec", ["none", "snappy"])
 def test_a_damaged_page_under_its_crc_is_the_reference_error(tmp_path, matrix_source, monkeypatch, codec):
     """Uncompressed pages are checked at layout, compressed ones where they are decoded: the same error."""
