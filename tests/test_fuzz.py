@@ -494,3 +494,20 @@ def test_page_of_an_unknown_type_is_skipped_as_by_pyarrow(seeds, tmp_path):
     data = fm.data[: page.header_start] + encode_struct(header) + fm.data[page.body_start :]
     exc = _refused_by_both(tmp_path, data, CorruptMetadataError)
     assert "rows but the pages of the column chunk hold" in str(exc) and "page type" not in str(exc)
+
+
+@pytest.mark.parametrize("field", ["compressed_page_size", "uncompressed_page_size"])
+def test_page_size_of_another_thrift_type_is_refused(seeds, tmp_path, field):
+    """A bit flip turned an i32 size into an i16: pyarrow's Thrift reader skips it and then
+    misses the required field. The rewritten header wrote it back as an i32, so rows came
+    back where pyarrow refuses the file."""
+    _, fm = next(s for s in seeds if s[0].stem == "lz4-v1-plain")
+    page = fm.pages[0]
+    header = page.header.copy()
+    fid = getattr(PageHeader, field)
+    header[fid] = (T.I16, header.get_value(fid))
+    encoded = encode_struct(header)
+    assert len(encoded) == page.body_start - page.header_start
+    data = fm.data[: page.header_start] + encoded + fm.data[page.body_start :]
+    exc = _refused_by_both(tmp_path, data, CorruptMetadataError)
+    assert f"{field} has thrift type 4" in str(exc) and exc.location.page == 0

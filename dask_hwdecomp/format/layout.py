@@ -25,7 +25,8 @@ from .structs import ColumnChunk, ColumnMetaData, DataPageHeaderV2, FileMetaData
 from .structs import PageHeader, PageType, RowGroup
 from .thrift import Struct, T, encode_struct
 
-__all__ = ["Job", "PageCrc", "ChunkPages", "FileLayout", "build_layout"]
+__all__ = ["Job", "PageCrc", "ChunkPages", "FileLayout", "ChunkPlacement", "build_layout", "image_footer",
+           "page_header"]
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ class FileLayout:
             dst[d : d + n] = src[s : s + n]
 
 
-def _page_header(page: Page) -> bytes:
+def page_header(page: Page) -> bytes:
+    """The header of ``page`` in the image: no CRC, stored size = uncompressed size, v2 not compressed."""
     h = page.header.copy()
     h.pop(PageHeader.crc, None)
     h[PageHeader.compressed_page_size] = (T.I32, page.uncompressed_size)
@@ -187,19 +189,15 @@ def build_layout(
     layout = FileLayout(base=base, size=0)
     pos = 4  # after b"PAR1"
     layout._writes.append((base, b"PAR1"))
-    new_groups = []
-    num_rows = 0
+    placed_groups = []
     for rg_id, scanned in chunks:
         layout.row_groups.append(rg_id)
         by_column = {c.column: c for c in scanned}
-        rg = footer.row_groups[rg_id]
-        new_columns = []
+        placed: dict[int, ChunkPlacement] = {}
         rg_start = pos
-        for col_id, chunk in enumerate(footer.column_chunks(rg_id)):
+        for col_id in range(len(footer.column_chunks(rg_id))):
             cp = by_column.get(col_id)
             if cp is None:
-                # Not requested: left empty; pyarrow is never asked for it.
-                new_columns.append(_chunk_meta(chunk, 4, 0, 4, None))
                 continue
             chunk_start = pos
             data_off = dict_off = None
@@ -212,7 +210,7 @@ def build_layout(
                         dict_off = pos
                 elif data_off is None:
                     data_off = pos
-                header = _page_header(page)
+                header = page_header(page)
                 layout._writes.append((base + pos, header))
                 pos += len(header)
                 body_src = cp.src_base + page.body_start
@@ -258,17 +256,56 @@ def build_layout(
                 pos += page.uncompressed_size
             if data_off is None:
                 data_off = pos
-            new_columns.append(_chunk_meta(chunk, chunk_start, pos - chunk_start, data_off, dict_off))
+            placed[col_id] = ChunkPlacement(chunk_start, pos - chunk_start, data_off, dict_off)
+        placed_groups.append((rg_id, placed, rg_start, pos))
+    tail = image_footer(footer, placed_groups)
+    layout._writes.append((base + pos, tail))
+    layout.size = pos + len(tail)
+    return layout
+
+
+@dataclass(frozen=True)
+class ChunkPlacement:
+    """Where a column chunk lies in an image (offsets from the image start)."""
+
+    start: int
+    size: int
+    data_page_offset: int
+    dictionary_page_offset: int | None
+
+
+def image_footer(footer: Footer, groups: list[tuple[int, dict[int, ChunkPlacement], int, int]]) -> bytes:
+    """The footer (with length and magic) of an image holding ``groups``.
+
+    Parameters
+    ----------
+    footer : Footer
+        The original file's footer.
+    groups : list of (int, dict, int, int)
+        Per row group in image order: its id, the placement of each column
+        read (by column id; the others are left empty), and its start and
+        end in the image.
+    """
+    new_groups = []
+    num_rows = 0
+    for rg_id, placed, rg_start, rg_end in groups:
+        rg = footer.row_groups[rg_id]
+        new_columns = []
+        for col_id, chunk in enumerate(footer.column_chunks(rg_id)):
+            p = placed.get(col_id)
+            if p is None:
+                # Not requested: left empty; pyarrow is never asked for it.
+                new_columns.append(_chunk_meta(chunk, 4, 0, 4, None))
+            else:
+                new_columns.append(_chunk_meta(chunk, p.start, p.size, p.data_page_offset, p.dictionary_page_offset))
         new_rg = rg.copy()
         new_rg[RowGroup.columns] = (T.LIST, (T.STRUCT, new_columns))
         new_rg[RowGroup.file_offset] = (T.I64, rg_start)
-        new_rg[RowGroup.total_compressed_size] = (T.I64, pos - rg_start)
+        new_rg[RowGroup.total_compressed_size] = (T.I64, rg_end - rg_start)
         new_groups.append(new_rg)
         num_rows += rg.get_value(RowGroup.num_rows, 0)
     meta = footer.meta.copy()
     meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, new_groups))
     meta[FileMetaData.num_rows] = (T.I64, num_rows)
     encoded = encode_struct(meta)
-    layout._writes.append((base + pos, encoded + _struct.pack("<I", len(encoded)) + b"PAR1"))
-    layout.size = pos + len(encoded) + 8
-    return layout
+    return encoded + _struct.pack("<I", len(encoded)) + b"PAR1"

@@ -15,7 +15,7 @@ from .structs import ColumnChunk, ColumnMetaData, DataPageHeader, DataPageHeader
 from .structs import DictionaryPageHeader, PageHeader, PageType
 from .thrift import Struct, T, ThriftError, decode_struct
 
-__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "check_page_crc", "page_crc_error",
+__all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "check_page_crc", "page_crc_error", "page_crc",
            "DECODED_PAGE_TYPES"]
 
 # Old parquet-mr writers understated total_compressed_size (PARQUET-816);
@@ -155,12 +155,19 @@ def _int_field(s: Struct | None, fid: int, name: str, where: PageLocation, lo: i
         raise CorruptMetadataError(f"page header lacks {name}", where)
     if item[0] != T.I32:
         # Every field read here is an i32; Thrift's generated reader (pyarrow's)
-        # skips a field of another type, and then lacks a required one.
+        # skips a field of another type, and then lacks a required one (the
+        # rewritten header would otherwise heal it).
         raise CorruptMetadataError(f"page header {name} has thrift type {item[0]}, expected {T.I32}", where)
     value = item[1]
     if value < lo:
         raise CorruptMetadataError(f"page header {name} {value} is negative", where)
     return value
+
+
+def page_crc(header: Struct) -> int | None:
+    """The page's CRC-32 field, or None; a crc of another Thrift type is skipped, as pyarrow's reader skips it."""
+    item = header.get(PageHeader.crc)
+    return item[1] if item is not None and item[0] == T.I32 else None
 
 
 def scan_chunk(
@@ -235,10 +242,9 @@ def scan_chunk(
                 "(raise the option max_page_bytes to read it)",
                 here,
             )
-        crc = header.get_value(PageHeader.crc)
+        crc = page_crc(header)
         stored = None
-        # A crc of another Thrift type is skipped, as pyarrow's reader skips it.
-        if isinstance(crc, int) and not isinstance(crc, bool):
+        if crc is not None:
             stored = crc & 0xFFFFFFFF
             if verify_checksums:
                 check_page_crc(data[body_start : body_start + csize], stored, here)

@@ -16,9 +16,7 @@ import pyarrow as pa
 
 from ..decompress.routing import Router
 from ..errors import LimitExceededError, PageLocation
-from ..format.layout import ChunkPages, FileLayout, build_layout
-from ..format.pages import scan_chunk
-from ..format.structs import RowGroup
+from ..format.fastlayout import ChunkSpec, FileSpec, ImagePlan, lay_out_batch, reference_layout
 from ..options import Options
 from ..report import ReadReport
 from .fetch import Range, coalesce, fetch_into
@@ -27,6 +25,10 @@ from .plan import PiecePlan
 __all__ = ["Image", "DecompressedBatch", "decompress_pieces", "group_by_budget"]
 
 _ALIGN = 64
+
+# The compiled scan and layout (False: the Python reference path, for tests
+# comparing the two).
+FAST_SCAN = True
 
 
 def _align(n: int) -> int:
@@ -121,29 +123,20 @@ def decompress_pieces(
         src = src_buf.view
         # 2. walk pages, lay out every image
         with report.stage("scan"):
-            layouts: list[FileLayout] = []
-            base = 0
-            for i, plan in enumerate(plans):
-                scanned: dict[int, list[ChunkPages]] = {}
-                for j, (rg, col, rng, where) in enumerate(plan.chunks):
-                    s = chunk_src[(i, j)]
-                    pages = scan_chunk(
-                        src[s : s + rng.length],
-                        rng,
-                        where,
-                        max_page_bytes=options.max_page_bytes,
-                        # Checked where the page is decoded (on the GPU for GPU batches).
-                        keep_crc=options.verify_checksums,
-                        num_rows=plan.footer.row_groups[rg].get_value(RowGroup.num_rows, 0),
-                    )
-                    scanned.setdefault(rg, []).append(ChunkPages(col, rng, pages, s, where))
-                order = [(rg, scanned.get(rg, [])) for rg in plan.row_groups]
-                layout = build_layout(plan.footer, order, src, base)
-                layouts.append(layout)
-                base = _align(base + layout.size)
-            jobs = [job for layout in layouts for job in layout.jobs]
+            files = [
+                FileSpec(plan.footer, list(plan.row_groups),
+                         [ChunkSpec(rg, col, rng, where, chunk_src[(i, j)])
+                          for j, (rg, col, rng, where) in enumerate(plan.chunks)])
+                for i, plan in enumerate(plans)
+            ]
+            lay_out = lay_out_batch if FAST_SCAN else reference_layout
+            # Page CRCs are checked where the page is decoded (on the GPU for GPU batches).
+            layout = lay_out(src, files, max_page_bytes=options.max_page_bytes,
+                             verify_checksums=options.verify_checksums, align=_ALIGN)
+            base = layout.size
+            jobs = layout.jobs
         # 3. one batched call per backend
-        _check_batch_size(base, layouts, plans, options)
+        _check_batch_size(base, layout.images, plans, options)
         try:
             dst_buf = backend.host_buffer(max(base, 1))
         except MemoryError:
@@ -158,11 +151,10 @@ def decompress_pieces(
         with report.stage("decompress"):
             router.run(jobs, src, dst, report)
         with report.stage("scan"):
-            for layout in layouts:
-                layout.fill(dst, src)
+            layout.fill(dst, src)
         images = [
             Image(plan, pa.py_buffer(dst[l.base : l.base + l.size]), l.row_groups)
-            for plan, l in zip(plans, layouts)
+            for plan, l in zip(plans, layout.images)
         ]
         report.files += len(plans)
         return DecompressedBatch(images, buffers)
@@ -172,7 +164,7 @@ def decompress_pieces(
         raise
 
 
-def _check_batch_size(total: int, layouts: list[FileLayout], plans: list[PiecePlan], options: Options) -> None:
+def _check_batch_size(total: int, layouts: list[ImagePlan], plans: list[PiecePlan], options: Options) -> None:
     """Refuse a batch whose declared uncompressed size exceeds ``max_batch_bytes``.
 
     Raises

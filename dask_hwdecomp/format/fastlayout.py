@@ -1,0 +1,369 @@
+"""Scanning and laying out a whole batch with the compiled kernels.
+
+:func:`lay_out_batch` turns the fetched column chunks of a batch into the
+uncompressed images' plan (:class:`BatchLayout`): the jobs to decompress,
+and a :meth:`BatchLayout.fill` that writes headers, stored bytes and
+footers around their outputs. The per-page work runs in
+:mod:`~dask_hwdecomp.format.kernels` (two calls per batch, GIL released);
+Python runs per chunk (footer entries) and per job (the ``Job`` records
+the backends take).
+
+The Python path (:func:`~dask_hwdecomp.format.pages.scan_chunk` and
+:func:`~dask_hwdecomp.format.layout.build_layout`) is the reference:
+:func:`reference_layout` runs it for the whole batch whenever a kernel
+reports an error, so errors keep exactly their type, message and order
+(file, row group, column, page); a chunk whose headers a byte copy could not
+re-encode as the reference does (unusual but valid Thrift) is scanned by
+the reference alone.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import HwdecompError, PageLocation
+from .codecs import Algo, plan_body
+from .footer import Footer
+from .layout import ChunkPages, ChunkPlacement, FileLayout, Job, PageCrc, build_layout, image_footer, page_header
+from .pages import DECODED_PAGE_TYPES, ChunkRange, scan_chunk
+from .structs import RowGroup
+from .thrift import Limits
+
+__all__ = ["ChunkSpec", "FileSpec", "ImagePlan", "BatchLayout", "lay_out_batch", "reference_layout"]
+
+# Indexed by the kernels' algorithm codes (kernels.A_*).
+ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.GZIP, Algo.LZ4, Algo.ZSTD, Algo.BROTLI)
+_ALGO_CODE = {a: i for i, a in enumerate(ALGOS)}
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """A fetched column chunk: ``src[src_base : src_base + rng.length]``."""
+
+    row_group: int
+    column: int
+    rng: ChunkRange
+    where: PageLocation
+    src_base: int
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One image to build: the file's footer, the row groups in image order, its chunks."""
+
+    footer: Footer
+    row_groups: list[int]
+    chunks: list[ChunkSpec]
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    """Where an image lies in the batch destination, and its row groups (original ids)."""
+
+    base: int
+    size: int
+    row_groups: list[int]
+
+
+@dataclass
+class BatchLayout:
+    """The images of a batch, the jobs that fill them, and how to write the rest.
+
+    Attributes
+    ----------
+    images : list of ImagePlan
+    jobs : list of Job
+    size : int
+        Bytes of destination buffer the batch needs.
+    fast : bool
+        Whether the compiled kernels laid it out (False: the reference).
+    writer : callable
+        ``writer(dst, src)`` writes everything but the jobs' outputs.
+    """
+
+    images: list[ImagePlan]
+    jobs: list[Job]
+    size: int
+    fast: bool
+    writer: Callable[[memoryview, memoryview], None] = field(repr=False)
+
+    def fill(self, dst, src) -> None:
+        """Write headers, stored bytes and footers into ``dst``; call after the jobs ran.
+
+        Parameters
+        ----------
+        dst : writable memoryview
+            The batch destination buffer.
+        src : memoryview
+            The batch source buffer.
+        """
+        self.writer(dst, src)
+
+
+def _align(n: int, align: int) -> int:
+    return (n + align - 1) // align * align
+
+
+def _num_rows(footer: Footer, rg: int) -> int:
+    """The row group's declared rows: a chunk's pages must hold at least as many values."""
+    return footer.row_groups[rg].get_value(RowGroup.num_rows, 0)
+
+
+def reference_layout(src, files: list[FileSpec], *, max_page_bytes: int, verify_checksums: bool,
+                     align: int = 64) -> BatchLayout:
+    """Scan and lay out every file with the Python reference path.
+
+    With ``verify_checksums`` the page CRC-32s go with the jobs
+    (``Job.page_crc``) to the backend that decodes each page; those of
+    pages nothing decodes are checked here.
+
+    Raises
+    ------
+    CorruptMetadataError, CorruptPageError, ChecksumError, LimitExceededError, UnsupportedFeatureError
+    """
+    layouts: list[FileLayout] = []
+    base = 0
+    for f in files:
+        scanned: dict[int, list[ChunkPages]] = {}
+        for ch in f.chunks:
+            pages = scan_chunk(src[ch.src_base : ch.src_base + ch.rng.length], ch.rng, ch.where,
+                               max_page_bytes=max_page_bytes, keep_crc=verify_checksums,
+                               num_rows=_num_rows(f.footer, ch.row_group))
+            scanned.setdefault(ch.row_group, []).append(ChunkPages(ch.column, ch.rng, pages, ch.src_base, ch.where))
+        layout = build_layout(f.footer, [(rg, scanned.get(rg, [])) for rg in f.row_groups], src, base)
+        layouts.append(layout)
+        base = _align(base + layout.size, align)
+
+    def fill(dst, src):
+        for layout in layouts:
+            layout.fill(dst, src)
+
+    images = [ImagePlan(l.base, l.size, l.row_groups) for l in layouts]
+    return BatchLayout(images, [j for l in layouts for j in l.jobs], base, False, fill)
+
+
+class _Refer(Exception):
+    """The batch goes to the reference path."""
+
+
+def lay_out_batch(src, files: list[FileSpec], *, max_page_bytes: int, verify_checksums: bool,
+                  align: int = 64) -> BatchLayout:
+    """Scan and lay out every file of a batch with the compiled kernels.
+
+    Same parameters, result and errors as :func:`reference_layout`.
+    """
+    try:
+        return _fast(src, files, max_page_bytes, verify_checksums, align)
+    except _Refer:
+        return reference_layout(src, files, max_page_bytes=max_page_bytes,
+                                verify_checksums=verify_checksums, align=align)
+
+
+def _as_array(buf) -> np.ndarray:
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
+    from . import kernels as K  # numba loads on first use, not with the package
+
+    chunks = [ch for f in files for ch in f.chunks]
+    rows = np.array([_num_rows(f.footer, ch.row_group) for f in files for ch in f.chunks], np.int64)
+    src_np = _as_array(src)
+    bases = np.array([c.src_base for c in chunks], np.int64)
+    lengths = np.array([c.rng.length for c in chunks], np.int64)
+    codecs = np.array([c.rng.codec for c in chunks], np.int64)
+    num_values = np.array([c.rng.num_values for c in chunks], np.int64)
+    cres, pages, jobs, blob = K.scan_chunks(
+        src_np, bases, lengths, codecs, num_values, rows, max_page_bytes, Limits.max_string, Limits.max_depth
+    )
+    status = cres[:, K.C_STATUS]
+    if (status == K.ERROR).any():
+        raise _Refer
+    if (status == K.FALLBACK).any():
+        cres, pages, jobs, blob = _reference_chunks(src, chunks, rows, cres, pages, jobs, blob, max_page_bytes)
+
+    # slots: the chunks in image order (row groups as asked, columns by id)
+    index = {}
+    k = 0
+    for fi, f in enumerate(files):
+        for ch in f.chunks:
+            index[(fi, ch.row_group, ch.column)] = k
+            k += 1
+    slot_chunk, slot_file = [], []
+    file_groups: list[list[tuple[int, list[tuple[int, int]]]]] = []  # per file: (rg, [(slot, column)])
+    for fi, f in enumerate(files):
+        groups = []
+        by_rg: dict[int, list[int]] = {}
+        for ch in f.chunks:
+            by_rg.setdefault(ch.row_group, []).append(ch.column)
+        for rg in f.row_groups:
+            members = []
+            for col in sorted(by_rg.get(rg, ())):
+                members.append((len(slot_chunk), col))
+                slot_chunk.append(index[(fi, rg, col)])
+                slot_file.append(fi)
+            groups.append((rg, members))
+        file_groups.append(groups)
+    slot_chunk_a = np.array(slot_chunk, np.int64)
+    slot_file_a = np.array(slot_file, np.int64)
+    if verify_checksums:
+        _check_crcs(src, pages, cres, bases, set(slot_chunk))
+    slots, file_end, writes, copies, placed = K.place(
+        pages, jobs, slot_chunk_a, slot_file_a, cres, bases, codecs, len(files)
+    )
+
+    # footers, per file and chunk
+    tails = []
+    images = []
+    base = 0
+    slot_rows = slots.tolist()
+    for fi, f in enumerate(files):
+        groups = []
+        pos = 4
+        for rg, members in file_groups[fi]:
+            rg_start = pos
+            placed_cols: dict[int, ChunkPlacement] = {}
+            for s, col in members:
+                start, size, data_off, dict_off = slot_rows[s]
+                placed_cols[col] = ChunkPlacement(start, size, data_off, None if dict_off < 0 else dict_off)
+                pos = start + size
+            groups.append((rg, placed_cols, rg_start, pos))
+        end = int(file_end[fi])
+        tail = image_footer(f.footer, groups)
+        tails.append((base + end, tail))
+        images.append(ImagePlan(base, end + len(tail), list(f.row_groups)))
+        base = _align(base + end + len(tail), align)
+    file_base = np.array([im.base for im in images], np.int64)
+
+    # jobs
+    job_list = _jobs(placed, pages, file_base, slot_file_a, slot_chunk_a, cres, bases, chunks, verify_checksums)
+
+    def fill(dst, src_view):
+        dst_np = _as_array(dst)
+        K.fill(dst_np, _as_array(src_view), blob, writes, copies, file_base)
+        for im in images:
+            dst[im.base : im.base + 4] = b"PAR1"
+        for off, tail in tails:
+            dst[off : off + len(tail)] = tail
+
+    return BatchLayout(images, job_list, base, True, fill)
+
+
+def _jobs(placed, pages, file_base, slot_file, slot_chunk, cres, bases, chunks, verify_checksums) -> list[Job]:
+    """The ``Job`` records of the placed jobs (the one Python step per job).
+
+    With ``verify_checksums`` the first job of a page carries the page's
+    CRC-32 (``Job.page_crc``), as :func:`~dask_hwdecomp.format.layout.build_layout` gives it.
+    """
+    from . import kernels as K  # numba loads on first use, not with the package
+
+    if not len(placed):
+        return []
+    slot = placed[:, K.PJ_SLOT]
+    page = placed[:, K.PJ_PAGE]
+    chunk = slot_chunk[slot]
+    dst = placed[:, K.J_DST] + file_base[slot_file[slot]]
+    ordinal = page - cres[chunk, K.C_PLO]
+    codec_of = [ch.rng.codec for ch in chunks]
+    where_of = [ch.where for ch in chunks]
+    out = []
+    append = out.append
+    prev_s = prev_p = -1
+    loc = None
+    for algo, src, size, d, dsize, crc, pre, c, o, s, p in zip(
+        placed[:, K.J_ALGO].tolist(), placed[:, K.J_SRC].tolist(), placed[:, K.J_SRCSIZE].tolist(),
+        dst.tolist(), placed[:, K.J_DSTSIZE].tolist(), placed[:, K.J_CRC].tolist(), placed[:, K.J_PRE].tolist(),
+        chunk.tolist(), ordinal.tolist(), slot.tolist(), page.tolist(),
+    ):
+        checked = None
+        if s != prev_s or p != prev_p:  # the jobs of one page (placed once per slot) are consecutive
+            w = where_of[c]
+            loc = PageLocation(w.file, w.row_group, w.column, o)
+            prev_s, prev_p = s, p
+            if verify_checksums and pages[p, K.P_HASCRC]:
+                checked = PageCrc(int(bases[c] + pages[p, K.P_BSTART]), int(pages[p, K.P_CSIZE]),
+                                  int(pages[p, K.P_CRC]))
+        append(Job(ALGOS[algo], src, size, d, dsize, codec_of[c], loc, None if crc < 0 else crc, pre, checked))
+    return out
+
+
+def _check_crcs(src, pages, cres, bases, placed_chunks) -> None:
+    """Page CRC-32s of the pages nothing decodes, as the reference checks them at layout.
+
+    Those of pages with jobs go with the jobs. Any mismatch goes to the
+    reference (which raises).
+    """
+    from . import kernels as K  # numba loads on first use, not with the package
+
+    for c in sorted(placed_chunks):
+        base = int(bases[c])
+        for p in range(int(cres[c, K.C_PLO]), int(cres[c, K.C_PHI])):
+            if not pages[p, K.P_HASCRC] or int(pages[p, K.P_TYPE]) not in DECODED_PAGE_TYPES:
+                continue
+            if pages[p, K.P_COMPRESSED] and pages[p, K.P_JHI] > pages[p, K.P_JLO]:
+                continue
+            start = base + int(pages[p, K.P_BSTART])
+            if zlib.crc32(src[start : start + int(pages[p, K.P_CSIZE])]) != int(pages[p, K.P_CRC]):
+                raise _Refer
+
+
+def _reference_chunks(src, chunks, rows, cres, pages, jobs, blob, max_page_bytes):
+    """Scan the chunks the kernel handed back with the reference; append them to the tables.
+
+    Raises
+    ------
+    _Refer
+        The reference raised on one: the batch goes to the reference path,
+        which raises the first error in order.
+    """
+    from . import kernels as K
+
+    cres = cres.copy()
+    page_rows = [pages]
+    job_rows = [jobs]
+    blob_parts = [blob]
+    npg, nj, nb = len(pages), len(jobs), len(blob)
+    for c, ch in enumerate(chunks):
+        if cres[c, K.C_STATUS] != K.FALLBACK:
+            continue
+        try:
+            found = scan_chunk(src[ch.src_base : ch.src_base + ch.rng.length], ch.rng, ch.where,
+                               max_page_bytes=max_page_bytes, keep_crc=True, num_rows=int(rows[c]))
+        except HwdecompError:
+            raise _Refer from None
+        prow = np.zeros((len(found), K.NP), np.int64)
+        jrows = []
+        cres[c, K.C_PLO] = npg
+        for i, page in enumerate(found):
+            jlo = nj
+            header = b""
+            if page.page_type in DECODED_PAGE_TYPES:
+                header = page_header(page)
+                if page.compressed:
+                    value = ch.src_base + page.body_start + page.levels_size
+                    body = src[value : ch.src_base + page.body_start + page.body_size]
+                    try:
+                        spans = plan_body(ch.rng.codec, body, page.uncompressed_size - page.levels_size,
+                                          ch.where.with_(page=i))
+                    except HwdecompError:
+                        raise _Refer from None
+                    for sp in spans:
+                        jrows.append((_ALGO_CODE[sp.algo], value + sp.src_offset, sp.src_size, sp.dst_offset,
+                                      sp.dst_size, -1 if sp.crc32 is None else sp.crc32, sp.preamble))
+                        nj += 1
+            has_crc = page.crc is not None
+            prow[i] = (page.page_type, page.header_start, page.body_start, page.body_size, page.uncompressed_size,
+                       page.levels_size, int(page.compressed), nb, len(header), jlo, nj, int(has_crc),
+                       page.crc if has_crc else 0)
+            blob_parts.append(np.frombuffer(header, np.uint8))
+            nb += len(header)
+        npg += len(found)
+        cres[c, K.C_PHI] = npg
+        cres[c, K.C_STATUS] = K.OK
+        page_rows.append(prow)
+        job_rows.append(np.array(jrows, np.int64).reshape(-1, K.NJ))
+    return cres, np.concatenate(page_rows), np.concatenate(job_rows), np.concatenate(blob_parts)
