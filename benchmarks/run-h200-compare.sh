@@ -19,7 +19,8 @@ PYTHONPATH=/tmp/site:$here timeout "${NEW_S:-200}" python3 -m dask_hwdecomp benc
   > "$OUT/new.log" 2>&1
 echo "new: rc=$?"; grep -E "^\s+\[" "$OUT/new.log" | head -20
 PYTHONPATH=/tmp/site:$here timeout "${CHECK_S:-90}" python3 -m dask_hwdecomp bench --out /tmp/sums --no-progress \
-  --datasets '' --parts checksums --decompress-size 512MiB --backends nvcomp > "$OUT/sums.log" 2>&1
+  --data-dir /tmp/sdata --datasets lineitem --size 300MB --files 8 --codecs snappy,gzip,zstd \
+  --parts checksums --decompress-size 512MiB --backends nvcomp > "$OUT/sums.log" 2>&1
 echo "checksums: rc=$?"
 cp /tmp/base/results.json "$OUT/base-results.json" 2>/dev/null
 cp /tmp/base/report.md "$OUT/base-report.md" 2>/dev/null

@@ -127,3 +127,11 @@ def test_bad_arguments_are_usage_errors(argv, capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(f"hwdecomp {argv[0]}: error: ")
+
+
+def test_bench_page_parts_without_a_table_say_what_to_give(capsys):
+    # The decompression-alone parts cut pages from a generated table; without
+    # one the run used to end in a StopIteration traceback.
+    assert main(["bench", "--datasets", "", "--parts", "checksums", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--datasets" in err and "Traceback" not in err

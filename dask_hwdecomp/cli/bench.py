@@ -99,6 +99,12 @@ def config_from_args(args):
         raise ValueError(f"unknown codec(s) {sorted(unknown)}; choose from {', '.join(CODECS)}")
     if args.dataset is not None and not Path(args.dataset).is_dir():
         raise ValueError(f"--dataset {args.dataset!r} is not a directory of Parquet files")
+    paged = {"decompress", "sweep", "checksums"} & set(listed(args.parts))
+    if paged and not listed(args.datasets):
+        raise ValueError(
+            f"parts {', '.join(sorted(paged))} cut their pages from a generated table: "
+            "name one with --datasets (e.g. lineitem)"
+        )
     return BenchConfig(
         out_dir=args.out,
         data_dir=args.data_dir,
