@@ -15,8 +15,8 @@ import contextvars
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from . import report_processes
 
@@ -98,7 +98,7 @@ class ReadReport:
         finally:
             self.stages[name] += time.perf_counter() - t0
 
-    def __iadd__(self, other: "ReadReport") -> "ReadReport":
+    def __iadd__(self, other: ReadReport) -> ReadReport:
         self.files += other.files
         for key, s in other.by_backend.items():
             self.add_jobs(*key, s.pages, s.jobs, s.compressed_bytes, s.uncompressed_bytes, s.seconds)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.gpu.check import CudaError
+
 from standin_engine import StandinEngine
 
 

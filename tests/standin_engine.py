@@ -73,9 +73,9 @@ from __future__ import annotations
 import bisect
 import ctypes
 import os
-import zlib
 import signal
 import threading
+import zlib
 
 import cramjam
 import numpy as np

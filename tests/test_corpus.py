@@ -22,6 +22,7 @@ from dask_hwdecomp import (
     LimitExceededError,
     UnsupportedFeatureError,
 )
+
 from helpers import assert_tables_equal, corpus_root, gpu_available
 
 ROOT = corpus_root()

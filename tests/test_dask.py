@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import dask.dataframe as dd
+import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-import dask.dataframe as dd
-import fsspec
 
 from dask_hwdecomp import BackendUnavailableError, collect_reports, hwdecomp
 

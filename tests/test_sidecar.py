@@ -23,6 +23,7 @@ from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.gpu.shm import SharedBuffer, SharedPool
 from dask_hwdecomp.options import Options, current_options
 from dask_hwdecomp.report import ReadReport
+
 from corruption import corrupt
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 
@@ -238,6 +239,7 @@ def test_sidecar_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
     from dask_hwdecomp.decompress.cpu import CpuBackend
     from dask_hwdecomp.io.batch import iter_batches
     from dask_hwdecomp.io.plan import Piece, plan_piece
+
     from helpers import assert_tables_equal
 
     path = tmp_path / f"{codec}.parquet"

@@ -57,7 +57,7 @@ class PageSet:
     def ratio(self) -> float:
         return self.out_bytes / max(1, len(self.src))
 
-    def with_checks(self, checks: str) -> "PageSet":
+    def with_checks(self, checks: str) -> PageSet:
         """The same pages with the checksums of ``checks`` on the jobs.
 
         ``"none"``: no checksum; ``"default"``: what a read checks by
@@ -74,7 +74,7 @@ class PageSet:
             jobs.append(dataclasses.replace(job, crc32=gzip_crc, page_crc=page_crc))
         return PageSet(self.codec, self.src, jobs, self.out_bytes)
 
-    def head(self, n: int) -> "PageSet":
+    def head(self, n: int) -> PageSet:
         """The first ``n`` pages (their offsets are unchanged)."""
         jobs = self.jobs[:n]
         end_src = max(j.src_offset + j.src_size for j in jobs)

@@ -10,8 +10,8 @@ GPU decodes (BROTLI, multi-member GZIP pages).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 import cramjam
 import numpy as np

@@ -24,7 +24,7 @@ launcher says its decoder verifies it. The output size is always checked
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import ChecksumError, CorruptPageError
 from ..format.codecs import Algo

@@ -37,7 +37,7 @@ contract on host memory (``tests/standin_engine.py``).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

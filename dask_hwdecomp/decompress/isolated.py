@@ -40,10 +40,10 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from multiprocessing.connection import Connection
-from typing import Sequence
 
 import numpy as np
 

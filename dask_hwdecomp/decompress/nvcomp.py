@@ -16,7 +16,7 @@ BROTLI stay on the CPU (see :mod:`dask_hwdecomp.decompress.routing`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

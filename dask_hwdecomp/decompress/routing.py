@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
 from ..format.codecs import CODEC_NAMES, Algo

@@ -20,15 +20,24 @@ the reference alone.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
 from .codecs import Algo, plan_body
 from .footer import Footer
-from .layout import ChunkPages, ChunkPlacement, FileLayout, Job, PageCrc, build_layout, image_footer, page_header
+from .layout import (
+    ChunkPages,
+    ChunkPlacement,
+    FileLayout,
+    Job,
+    PageCrc,
+    build_layout,
+    image_footer,
+    page_header,
+)
 from .pages import DECODED_PAGE_TYPES, ChunkRange, scan_chunk
 from .structs import RowGroup
 from .thrift import Limits
@@ -142,8 +151,8 @@ def reference_layout(src, files: list[FileSpec], *, max_page_bytes: int, verify_
         for layout in layouts:
             layout.fill(dst, src)
 
-    images = [ImagePlan(l.base, l.size, l.row_groups) for l in layouts]
-    return BatchLayout(images, [j for l in layouts for j in l.jobs], base, False, fill)
+    images = [ImagePlan(lay.base, lay.size, lay.row_groups) for lay in layouts]
+    return BatchLayout(images, [j for lay in layouts for j in lay.jobs], base, False, fill)
 
 
 class _Refer(Exception):

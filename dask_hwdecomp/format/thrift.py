@@ -70,7 +70,7 @@ class Struct(dict):
     def set_value(self, fid: int, ttype: int, value) -> None:
         self[fid] = (ttype, value)
 
-    def copy(self) -> "Struct":  # shallow copy, same type
+    def copy(self) -> Struct:  # shallow copy, same type
         return Struct(self)
 
 

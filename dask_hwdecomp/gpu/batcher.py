@@ -15,8 +15,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Sequence
 
 from .staging import Part
 

@@ -19,8 +19,8 @@ host over the batch's host buffers after the synchronisation.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

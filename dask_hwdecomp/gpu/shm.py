@@ -19,7 +19,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .pool import CappedPool, size_class
 
@@ -95,7 +95,7 @@ class SharedBuffer:
 
     pinned = False
 
-    def __init__(self, pool: "SharedPool", segment: SharedSegment, nbytes: int, keep: bool):
+    def __init__(self, pool: SharedPool, segment: SharedSegment, nbytes: int, keep: bool):
         self._pool = pool
         self.segment = segment
         self._keep = keep

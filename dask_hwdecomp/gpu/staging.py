@@ -21,8 +21,8 @@ another backend of the same read) or the gap exceeds :data:`MAX_GAP`.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -9,8 +9,8 @@ The batch owns its host buffers and frees them on ``close``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 
@@ -153,8 +153,8 @@ def decompress_pieces(
         with report.stage("scan"):
             layout.fill(dst, src)
         images = [
-            Image(plan, pa.py_buffer(dst[l.base : l.base + l.size]), l.row_groups)
-            for plan, l in zip(plans, layout.images)
+            Image(plan, pa.py_buffer(dst[image.base : image.base + image.size]), image.row_groups)
+            for plan, image in zip(plans, layout.images)
         ]
         report.files += len(plans)
         return DecompressedBatch(images, buffers)
