@@ -100,8 +100,8 @@ class ReadReport:
 
     def __iadd__(self, other: ReadReport) -> ReadReport:
         self.files += other.files
-        for key, s in other.by_backend.items():
-            self.add_jobs(*key, s.pages, s.jobs, s.compressed_bytes, s.uncompressed_bytes, s.seconds)
+        for (backend, codec), s in other.by_backend.items():
+            self.add_jobs(backend, codec, s.pages, s.jobs, s.compressed_bytes, s.uncompressed_bytes, s.seconds)
         for k, v in other.stages.items():
             self.stages[k] = self.stages.get(k, 0.0) + v
         self.fallbacks.extend(other.fallbacks)

@@ -45,20 +45,14 @@ class CheckResult:
 
 
 def _pages(algos, sizes, seed: int):
-    import cramjam
+    from ..bench.pages import compress_page, sample_payload
 
     rng = np.random.default_rng(seed)
     out = []
     for k, size in enumerate(sizes):
         algo = algos[k % len(algos)]
-        vals = rng.integers(0, 40, size=(size + 3) // 4, dtype=np.int32)
-        vals[::7] = 0
-        data = vals.tobytes()[:size]
-        body = bytes({
-            Algo.SNAPPY: cramjam.snappy.compress_raw,
-            Algo.DEFLATE: cramjam.deflate.compress,
-            Algo.LZ4: lambda d: cramjam.lz4.compress_block(d, store_size=False),
-        }[algo](data))
+        data = sample_payload(size, rng)
+        body = compress_page(algo, data)
         out.append((algo, body, data))
     return out
 

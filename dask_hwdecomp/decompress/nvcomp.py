@@ -174,7 +174,10 @@ def create(options: Options):
     device = Device(0)
     try:
         device.activate()
-        lib = NvcompLib(find_library())
+        path = find_library()
+        if path is None:
+            raise OSError("libnvcomp.so.6 not found (install the gpu extra, or set HWDECOMP_NVCOMP_LIB)")
+        lib = NvcompLib(path)
         ops = CudaOps(device, checksummer=lib)
         launcher = NvcompLauncher(lib, ops)
         return GpuBackend("nvcomp", ops, launcher, options, owned=[device])

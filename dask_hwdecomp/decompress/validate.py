@@ -118,14 +118,14 @@ def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
                 break
         if fcs >= 0 and produced > fcs:
             raise _corrupt(job, f"raw/RLE blocks produce {produced} bytes, the frame declares {fcs}")
-        stored = None
+        content_checksum = None
         if checksum:
             pos += 4
             if pos > n:
                 raise _corrupt(job, "frame checksum runs past the page")
-            stored = int.from_bytes(data[pos - 4 : pos], "little")
+            content_checksum = int.from_bytes(data[pos - 4 : pos], "little")
         if checksums is not None:
-            checksums.append((fcs, stored))
+            checksums.append((fcs, content_checksum))
     if total > job.dst_size:
         raise _corrupt(job, f"frames declare {total} bytes, the page {job.dst_size}")
     return total

@@ -53,7 +53,7 @@ class Span:
     preamble: int = 0
 
 
-def snappy_preamble(body, where: PageLocation) -> tuple[int, int]:
+def snappy_preamble(body, where: PageLocation | None) -> tuple[int, int]:
     """(declared uncompressed length, bytes of the varint) of a raw Snappy block."""
     n = shift = 0
     for i in range(min(5, len(body))):

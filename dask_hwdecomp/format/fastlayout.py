@@ -202,7 +202,8 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
         for ch in f.chunks:
             index[(fi, ch.row_group, ch.column)] = k
             k += 1
-    slot_chunk, slot_file = [], []
+    slot_chunk: list[int] = []
+    slot_file: list[int] = []
     file_groups: list[list[tuple[int, list[tuple[int, int]]]]] = []  # per file: (rg, [(slot, column)])
     for fi, f in enumerate(files):
         groups = []
@@ -231,7 +232,7 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     base = 0
     slot_rows = slots.tolist()
     for fi, f in enumerate(files):
-        groups = []
+        placed_groups: list[tuple[int, dict[int, ChunkPlacement], int, int]] = []  # (rg, columns, start, end)
         pos = 4
         for rg, members in file_groups[fi]:
             rg_start = pos
@@ -240,9 +241,9 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
                 start, size, data_off, dict_off = slot_rows[s]
                 placed_cols[col] = ChunkPlacement(start, size, data_off, None if dict_off < 0 else dict_off)
                 pos = start + size
-            groups.append((rg, placed_cols, rg_start, pos))
+            placed_groups.append((rg, placed_cols, rg_start, pos))
         end = int(file_end[fi])
-        tail = image_footer(f.footer, groups)
+        tail = image_footer(f.footer, placed_groups)
         tails.append((base + end, tail))
         images.append(ImagePlan(base, end + len(tail), list(f.row_groups)))
         base = _align(base + end + len(tail), align)
@@ -279,10 +280,10 @@ def _jobs(placed, pages, file_base, slot_file, slot_chunk, cres, bases, chunks, 
     ordinal = page - cres[chunk, K.C_PLO]
     codec_of = [ch.rng.codec for ch in chunks]
     where_of = [ch.where for ch in chunks]
-    out = []
+    out: list[Job] = []
     append = out.append
     prev_s = prev_p = -1
-    loc = None
+    loc: PageLocation  # set by the first job: its page is always a new one
     for algo, src, size, d, dsize, crc, pre, c, o, s, p in zip(
         placed[:, K.J_ALGO].tolist(), placed[:, K.J_SRC].tolist(), placed[:, K.J_SRCSIZE].tolist(),
         dst.tolist(), placed[:, K.J_DSTSIZE].tolist(), placed[:, K.J_CRC].tolist(), placed[:, K.J_PRE].tolist(),

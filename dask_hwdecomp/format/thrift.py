@@ -13,6 +13,7 @@ raises :class:`ThriftError`, never another exception.
 from __future__ import annotations
 
 import struct as _struct
+from typing import NoReturn
 
 from ..errors import CorruptMetadataError
 
@@ -93,7 +94,7 @@ class RawStruct:
         return f"RawStruct({len(self.encoded)} bytes)"
 
 
-def _fail(what: str, pos: int):
+def _fail(what: str, pos: int) -> NoReturn:
     raise ThriftError(f"thrift: {what} at byte {pos}")
 
 
@@ -211,7 +212,7 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
         for t in (ktype, vtype):
             if t not in _ELEMENT_TYPES and t not in (T.TRUE, T.FALSE):
                 _fail(f"unknown map element type {t}", pos)
-        items = []
+        pairs = []
         for _ in range(n):
             if ktype in (T.TRUE, T.FALSE):
                 k, pos = _bool_elem(b, pos, end)
@@ -221,8 +222,8 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
                 v, pos = _bool_elem(b, pos, end)
             else:
                 v, pos = _value(b, pos, end, vtype, depth + 1)
-            items.append((k, v))
-        return (_canon(ktype), _canon(vtype), items), pos
+            pairs.append((k, v))
+        return (_canon(ktype), _canon(vtype), pairs), pos
     _fail(f"unknown type {ttype}", pos)
 
 

@@ -90,7 +90,7 @@ class CrcRun:
         self.checks = list(checks)
         self.on_device = checksummer is not None and bool(self.checks)
         self._sum = checksummer
-        self._host = None
+        self._host: memoryview | None = None  # set by the launch, read after the synchronisation
 
     @property
     def device_bytes(self) -> int:
@@ -132,6 +132,8 @@ class CrcRun:
         """
         m = len(self.checks)
         if self.on_device:
+            if self._host is None:
+                raise RuntimeError("mismatches() before the device checksums were launched")
             actual = np.frombuffer(self._host, dtype=np.uint32, count=m, offset=16 * m).tolist()
         else:
             actual = [zlib.crc32(host_bytes(c)) for c in self.checks]

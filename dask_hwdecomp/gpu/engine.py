@@ -78,8 +78,10 @@ class EngineCallError(CudaError):
 
 
 def _layout(dtype: np.dtype) -> tuple:
-    fields = dtype.fields
-    return tuple((name, fields[name][1], fields[name][0].itemsize) for name in dtype.names), dtype.itemsize
+    fields, names = dtype.fields, dtype.names
+    if fields is None or names is None:
+        raise TypeError(f"{dtype} is not a structured dtype")
+    return tuple((name, fields[name][1], fields[name][0].itemsize) for name in names), dtype.itemsize
 
 
 def check_params_dtype(dtype, version: str) -> None:

@@ -51,9 +51,11 @@ class PinnedBuffer:
     def __init__(self, pool, block, nbytes: int):
         self._pool = pool
         self._block = block
+        self._array: np.ndarray | None
+        self.view: memoryview | None
         if block is None:
             self._array = np.empty(max(nbytes, 1), dtype=np.uint8)
-            self.view = memoryview(self._array)[:nbytes]
+            self.view = self._array.data[:nbytes]
             self.ptr = int(self._array.ctypes.data)
             self.pinned = False
         else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class Part:
     src: memoryview
     dst: memoryview
     protect: Sequence[tuple[int, int]] = ()
-    owner: object = None  # whatever the batcher uses to hand results back
+    owner: Any = None  # whatever the batcher uses to hand results back
 
     @property
     def out_bytes(self) -> int:

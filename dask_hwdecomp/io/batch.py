@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..decompress.routing import Router
 from ..errors import LimitExceededError, PageLocation
 from ..format.fastlayout import ChunkSpec, FileSpec, ImagePlan, lay_out_batch, reference_layout
+from ..format.footer import Footer
 from ..options import Options
 from ..report import ReadReport
 from .fetch import Range, coalesce, fetch_into
@@ -124,7 +125,7 @@ def decompress_pieces(
         # 2. walk pages, lay out every image
         with report.stage("scan"):
             files = [
-                FileSpec(plan.footer, list(plan.row_groups),
+                FileSpec(_footer(plan), list(plan.row_groups),
                          [ChunkSpec(rg, col, rng, where, chunk_src[(i, j)])
                           for j, (rg, col, rng, where) in enumerate(plan.chunks)])
                 for i, plan in enumerate(plans)
@@ -162,6 +163,12 @@ def decompress_pieces(
         for b in buffers:
             b.close()
         raise
+
+
+def _footer(plan: PiecePlan) -> Footer:
+    if plan.footer is None:  # the planner gives pyarrow the pieces without one
+        raise ValueError(f"{plan.piece.path}: a piece without a footer has no pages to decompress")
+    return plan.footer
 
 
 def _check_batch_size(total: int, layouts: list[ImagePlan], plans: list[PiecePlan], options: Options) -> None:
