@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU suite, as run on the lent GPU machine (see tests/gpu/).
-# Wheels: bash ../shared/tools/device-wheels.sh cramjam==2.14.0 fsspec pytest-timeout hypothesis
-# Corpus: cp -r ../shared/corpus/parquet-testing .devcarry/ ; carry .whl and .devcarry.
+# Wheels: cramjam==2.14.0, fsspec, pytest-timeout and hypothesis as wheels in
+# .whl/ (the GPU machine has no network); corpus: apache/parquet-testing in
+# .devcarry/parquet-testing. Both are carried with the tree.
 # Every step has a time limit so that a short device lease still brings back
 # the logs of the steps before it; QUICK=1 leaves out the CPU suite and runs a
 # small selfcheck.

@@ -1,6 +1,6 @@
 """Every file of parquet-testing through ``read_table``, pyarrow as the oracle.
 
-As ``../shared/corpus/README.md`` asks: ``data/`` files pyarrow reads read to
+``data/`` files pyarrow reads read to
 an equal table; files pyarrow refuses raise (a clear error of ours, or
 pyarrow's same error) and never return data; ``bad_data/`` files raise our
 own exception naming the file; page CRCs are checked when asked.

@@ -1,4 +1,4 @@
-"""Fuzzing the read path with mutated files of every codec (issue 4).
+"""Fuzzing the read path with mutated files of every codec.
 
 Each mutant must give either one of the project's exceptions or a table equal
 to pyarrow's; never another exception type, rows where pyarrow refuses the

@@ -1,8 +1,10 @@
 """Host-side checks of what is submitted to a GPU decoder.
 
-Corrupt input is undefined behaviour on the hardware engine, and garbage
-given to nvCOMP's Zstd once raised an illegal memory access, which poisons
-the CUDA context for the rest of the process (gpu-facts.md §1, §2). So every
+Corrupt input is undefined behaviour on the hardware engine (its contract
+has no per-operation status, only the bytes written), and garbage given to
+nvCOMP 6.0's Zstd raised an illegal memory access on an H200, which poisons
+the CUDA context for the rest of the process (docs/gpu.md, "Known nvCOMP
+6.0 hazards"). So every
 job is checked before submission: its ranges lie inside the batch buffers,
 its sizes are within the decoder's limits, and the stream's framing is
 consistent (the Snappy preamble, each Zstd frame's header and block headers

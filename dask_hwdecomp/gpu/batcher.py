@@ -1,6 +1,8 @@
 """Merging the decompression calls of concurrent threads into one call per stream.
 
-GPU throughput depends on pages per call (gpu-facts.md §3), so the parts
+GPU throughput depends on pages per call (nvCOMP gives each page to one
+warp-level worker: on an H200, Snappy ran at 31 GB/s with 256 pages per call
+and 155 GB/s with 4096), so the parts
 that concurrent readers submit are merged: each stream has a dispatcher
 thread that takes the oldest waiting part, waits up to ``latency_s`` for
 others to join (not at all when every thread that recently used the

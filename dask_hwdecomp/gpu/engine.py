@@ -1,6 +1,6 @@
 """The CUDA hardware decompression engine, exactly per its documented contract.
 
-Everything about ``cuMemBatchDecompressAsync`` lives here (gpu-facts.md §1):
+Everything about ``cuMemBatchDecompressAsync`` lives here:
 
 * the call: ``cuda.bindings._v2.driver.mem_batch_decompress_async(params,
   count, flags, stream)`` where ``_v2`` exists (cuda-bindings >= 13.5; plain

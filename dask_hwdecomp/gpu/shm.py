@@ -3,7 +3,8 @@
 The parent (a worker, or any process calling ``read_table``) fetches file
 bytes straight into buffers from a :class:`SharedPool`; the sidecar that owns
 the GPU maps the same memory and registers it as pinned, once per segment,
-so its copies to and from the device run at pinned speed (gpu-facts.md §3).
+so its copies to and from the device run at pinned speed (about six times
+the pageable speed; see :mod:`dask_hwdecomp.gpu.memory`).
 
 A segment is an anonymous ``memfd`` (not a file in ``/dev/shm``, whose size
 containers often cap at 64 MiB) mapped ``MAP_SHARED``. The sidecar opens

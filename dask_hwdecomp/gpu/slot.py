@@ -6,7 +6,9 @@ outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
 one synchronisation, then the per-job results are read on the host. With
 page CRC-32s (``verify_checksums``) those run first, with a synchronisation
 of their own, and a page whose stored bytes fail never reaches the decoder.
-Everything of a batch is on the slot's one stream (gpu-facts.md §2 hazard a).
+Everything of a batch is on the slot's one stream: a host-to-device copy on
+another stream raced with nvCOMP and gave wrong output (docs/gpu.md, "Known
+nvCOMP 6.0 hazards").
 
 The arena holds the launcher's scratch (metadata, result slots) first, then
 the batch's inputs and outputs, then ``guard_bytes`` the launcher asks for:
