@@ -13,8 +13,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
-from ..format.codecs import CODEC_NAMES, Algo
+from ..format.codecs import Algo
 from ..format.layout import Job
+from ..format.structs import CODEC_NAMES
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry

@@ -15,11 +15,9 @@ import struct as _struct
 from dataclasses import dataclass
 
 from ..errors import CorruptPageError, PageLocation, UnsupportedFeatureError
-from .structs import Codec
+from .structs import CODEC_NAMES, Codec
 
-__all__ = ["Algo", "Span", "plan_body", "snappy_length", "snappy_preamble", "preamble_of", "CODEC_NAMES"]
-
-CODEC_NAMES = {c.value: c.name for c in Codec}
+__all__ = ["Algo", "Span", "plan_body", "snappy_length", "snappy_preamble", "preamble_of"]
 
 
 class Algo(enum.Enum):

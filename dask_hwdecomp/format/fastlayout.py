@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
+from ..rounding import round_up
 from .codecs import Algo, plan_body
 from .footer import Footer
 from .layout import (
@@ -113,10 +114,6 @@ class BatchLayout:
         self.writer(dst, src)
 
 
-def _align(n: int, align: int) -> int:
-    return (n + align - 1) // align * align
-
-
 def _num_rows(footer: Footer, rg: int) -> int:
     """The row group's declared rows: a chunk's pages must hold at least as many values."""
     return footer.row_groups[rg].get_value(RowGroup.num_rows, 0)
@@ -145,7 +142,7 @@ def reference_layout(src, files: list[FileSpec], *, max_page_bytes: int, verify_
             scanned.setdefault(ch.row_group, []).append(ChunkPages(ch.column, ch.rng, pages, ch.src_base, ch.where))
         layout = build_layout(f.footer, [(rg, scanned.get(rg, [])) for rg in f.row_groups], src, base)
         layouts.append(layout)
-        base = _align(base + layout.size, align)
+        base = round_up(base + layout.size, align)
 
     def fill(dst, src):
         for layout in layouts:
@@ -246,7 +243,7 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
         tail = image_footer(f.footer, placed_groups)
         tails.append((base + end, tail))
         images.append(ImagePlan(base, end + len(tail), list(f.row_groups)))
-        base = _align(base + end + len(tail), align)
+        base = round_up(base + end + len(tail), align)
     file_base = np.array([im.base for im in images], np.int64)
 
     # jobs

@@ -68,9 +68,6 @@ class Struct(dict):
         item = self.get(fid)
         return default if item is None else item[1]
 
-    def set_value(self, fid: int, ttype: int, value) -> None:
-        self[fid] = (ttype, value)
-
     def copy(self) -> Struct:  # shallow copy, same type
         return Struct(self)
 

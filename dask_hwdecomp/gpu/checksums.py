@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..rounding import round_up
+from .staging import DEVICE_ALIGN
+
 __all__ = ["CrcCheck", "Mismatch", "crc_checks", "CrcRun"]
 
-
-def _up(n: int, a: int = 256) -> int:
-    return (n + a - 1) // a * a
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class CrcRun:
     @property
     def device_bytes(self) -> int:
         m = len(self.checks)
-        return _up(16 * m) + _up(4 * m) if self.on_device else 0
+        return round_up(16 * m, DEVICE_ALIGN) + round_up(4 * m, DEVICE_ALIGN) if self.on_device else 0
 
     @property
     def host_bytes(self) -> int:
@@ -118,7 +118,7 @@ class CrcRun:
         up = np.frombuffer(host_view, dtype=np.uint64, count=2 * m)
         up[:m] = np.fromiter((c.offset for c in self.checks), dtype=np.uint64, count=m) + np.uint64(base)
         up[m:] = np.fromiter((c.size for c in self.checks), dtype=np.uint64, count=m)
-        d_out = scratch + _up(16 * m)
+        d_out = scratch + round_up(16 * m, DEVICE_ALIGN)
         ops.htod(scratch, host_ptr, 16 * m, stream)
         self._sum.crc32_batch(scratch, scratch + 8 * m, m, d_out, max(max(c.size for c in self.checks), 1), stream)
         ops.dtoh(host_ptr + 16 * m, d_out, 4 * m, stream)

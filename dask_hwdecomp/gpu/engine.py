@@ -31,11 +31,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BackendUnavailableError
+from ..format.codecs import Algo
 from .check import CudaError, check
 from .device import Device
 from .ops import CudaOps, DeviceAllocation
 
-__all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BITS", "engine_capabilities",
+__all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BIT", "engine_capabilities",
            "check_params_dtype", "TESTED_BINDINGS"]
 
 # The cuda-bindings series whose private ``_v2`` module this was written
@@ -43,7 +44,9 @@ __all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BITS", "engi
 TESTED_BINDINGS = "13.5"
 _SIZE_MAX = (1 << 64) - 1
 
-ALGO_BITS = {"deflate": 1, "snappy": 2, "lz4": 4}
+# CUmemDecompressAlgorithm: the bit of each bitstream in the params' algo
+# field and in MEM_DECOMPRESS_ALGORITHM_MASK.
+ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
 
 # The layout of CUmemDecompressParams; equal to the _v2 module's
 # mem_decompress_params_dtype (asserted when that exists).

@@ -32,10 +32,6 @@ _ALIGN = 64
 FAST_SCAN = True
 
 
-def _align(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
 @dataclass
 class Image:
     """The uncompressed in-memory copy of one piece.
