@@ -430,6 +430,16 @@ def test_standin_engine_batcher_serves_concurrent_callers(engine):
     assert len(engine.calls) == stats["batches"]
 
 
+def test_closed_backend_says_so(engine):
+    backend = create_with(engine, OPTS)
+    jobs, src, dst_len, _ = make_batch(ENGINE_ALGOS, [3000] * 3, seed=1)
+    backend.close()
+    with pytest.raises(RuntimeError, match="backend is closed"):
+        run_batch(backend, jobs, src, dst_len)
+    with pytest.raises(RuntimeError, match="backend is closed"):
+        backend.stats()
+
+
 def test_standin_engine_pools_do_not_grow(backend, engine):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [20_000] * 12, seed=6)
     for _ in range(5):
