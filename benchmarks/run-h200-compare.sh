@@ -4,7 +4,7 @@
 # earlier tree (BASE: `git archive <commit>` unpacked in a carried folder) and
 # for this tree, on the same generated files; then what the checksums cost,
 # decompression alone.
-# Wheels: bash ../shared/tools/device-wheels.sh ; carry .whl and the BASE folder.
+# Wheels: the dependencies as wheels in .whl/, carried with the tree and the BASE folder.
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONUNBUFFERED=1

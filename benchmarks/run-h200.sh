@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The H200 run of `hwdecomp bench` (issue 5), as sent to the lent GPU machine.
-# Wheels: bash ../shared/tools/device-wheels.sh cramjam==2.14.0 fsspec ; carry .whl.
+# The H200 run of `hwdecomp bench`, as sent to a GPU machine without network.
+# Wheels: cramjam==2.14.0 and fsspec as wheels in .whl/, carried with the tree.
 # Sized to end in about 7 minutes on one H200 with 16 cores; results are
 # saved after every part, so a run cut short by the timeout keeps its figures.
 set -o pipefail

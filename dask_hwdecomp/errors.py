@@ -67,7 +67,7 @@ class PageLocation:
             parts.append(f"page {self.page}")
         return ", ".join(parts)
 
-    def with_(self, **changes) -> "PageLocation":
+    def with_(self, **changes) -> PageLocation:
         fields = dict(self.__dict__)
         fields.update(changes)
         return PageLocation(**fields)

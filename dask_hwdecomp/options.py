@@ -25,9 +25,11 @@ import dataclasses
 import difflib
 import os
 import threading
+import types
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from dask.utils import parse_bytes
 
@@ -156,7 +158,7 @@ class Options:
         if not self.gpu_timeout_s > 0:
             raise ValueError(f"gpu_timeout_s must be > 0, got {self.gpu_timeout_s!r}")
 
-    def replace(self, **changes: Any) -> "Options":
+    def replace(self, **changes: Any) -> Options:
         """Return a copy with ``changes`` applied (unknown names raise)."""
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
@@ -217,7 +219,10 @@ def _parse_env(environ: Mapping[str, str]) -> dict:
     return out
 
 
-_context: contextvars.ContextVar[dict] = contextvars.ContextVar("hwdecomp_options", default={})
+# Read-only default: every change sets a new mapping (see options()).
+_context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "hwdecomp_options", default=types.MappingProxyType({})
+)
 
 
 def current_options(**overrides: Any) -> Options:

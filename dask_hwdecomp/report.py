@@ -15,8 +15,8 @@ import contextvars
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from . import report_processes
 
@@ -98,10 +98,10 @@ class ReadReport:
         finally:
             self.stages[name] += time.perf_counter() - t0
 
-    def __iadd__(self, other: "ReadReport") -> "ReadReport":
+    def __iadd__(self, other: ReadReport) -> ReadReport:
         self.files += other.files
-        for key, s in other.by_backend.items():
-            self.add_jobs(*key, s.pages, s.jobs, s.compressed_bytes, s.uncompressed_bytes, s.seconds)
+        for (backend, codec), s in other.by_backend.items():
+            self.add_jobs(backend, codec, s.pages, s.jobs, s.compressed_bytes, s.uncompressed_bytes, s.seconds)
         for k, v in other.stages.items():
             self.stages[k] = self.stages.get(k, 0.0) + v
         self.fallbacks.extend(other.fallbacks)

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from dask_hwdecomp.format.codecs import _gzip_header_len
 from dask_hwdecomp.format.structs import Codec
 from dask_hwdecomp.format.xxh64 import xxh64
+
 from fuzzing import file_map
 from rewrite import compress_values, rewrite_pages
 

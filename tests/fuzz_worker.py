@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import dask_hwdecomp
 from dask_hwdecomp import CorruptFileError, HwdecompError, HwdecompFallbackWarning
 from dask_hwdecomp.io import batch
+
 from helpers import tables_equal
 
 

@@ -36,7 +36,7 @@ from dask_hwdecomp.format.structs import (
     PageHeader,
     RowGroup,
 )
-from dask_hwdecomp.format.thrift import Struct, T, decode_struct, encode_struct
+from dask_hwdecomp.format.thrift import Struct, T, encode_struct
 
 HERE = Path(__file__).resolve().parent
 

@@ -34,6 +34,9 @@ __all__ = [
 FUZZ_STATS: list[str] = []
 
 REPO = Path(__file__).resolve().parent.parent
+# What pyarrow raises on a file it refuses: its own classes, and OSError
+# for codec failures ("GZipCodec failed").
+PYARROW_ERRORS = (pa.ArrowException, OSError)
 
 
 def gpu_available() -> bool:

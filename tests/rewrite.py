@@ -13,9 +13,9 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import cramjam
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.gpu.check import CudaError
-from standin_engine import StandinEngine
+
+from standin_engine import StandinEngine, hold_first_call
 
 
 def cpu(options):
@@ -20,6 +21,15 @@ def cpu(options):
 
 def standin(options):
     return create_with(StandinEngine(), options)
+
+
+def standin_merging_8x30(options):
+    # The first engine call waits until 8 callers' parts of 30 pages are in it
+    # or queued behind it (standin_engine.hold_first_call).
+    engine = StandinEngine()
+    backend = create_with(engine, options)
+    hold_first_call(engine, backend, callers=8, pages_per_caller=30)
+    return backend
 
 
 def standin_dies(options):

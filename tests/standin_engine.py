@@ -73,9 +73,10 @@ from __future__ import annotations
 import bisect
 import ctypes
 import os
-import zlib
 import signal
 import threading
+import time
+import zlib
 
 import cramjam
 import numpy as np
@@ -366,3 +367,29 @@ class StandinEngine:
                 ctypes.memset(dst + written, 0x5A, extra)
             if self.misbehave != "no_slot":
                 ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = written
+
+
+def hold_first_call(engine: StandinEngine, backend, callers: int, pages_per_caller: int,
+                    timeout_s: float = 60.0) -> None:
+    """Hold ``engine``'s first call until every caller's part is in it or queued behind it.
+
+    ``backend`` is the ``GpuBackend`` over ``engine``; each of ``callers``
+    submits one part of ``pages_per_caller`` pages (one engine operation
+    each). With the first call held, how the batcher merges the queued parts
+    no longer depends on thread timing: merged, they take one more call;
+    not merged, one call each. Past ``timeout_s`` the call goes on (the
+    test's count then fails rather than hangs).
+    """
+    call = engine.batch_decompress
+    held: list[bool] = []
+
+    def batch_decompress(params, stream):
+        if not held:
+            held.append(True)
+            deadline = time.monotonic() + timeout_s
+            while (len(params) // pages_per_caller + len(backend._batcher._queue) < callers
+                   and time.monotonic() < deadline):
+                time.sleep(0.001)
+        return call(params, stream)
+
+    engine.batch_decompress = batch_decompress

@@ -13,6 +13,7 @@ from dask_hwdecomp.bench.pages import PAGE_CODECS, compress_pages
 from dask_hwdecomp.bench.tables import KINDS, make_table
 from dask_hwdecomp.cli.bench import parse_size
 from dask_hwdecomp.decompress.cpu import CpuBackend
+
 from helpers import gpu_available
 
 
@@ -123,8 +124,8 @@ def test_keep_data_keeps_and_default_removes(tmp_path):
 
 
 def test_bench_keep_data_option():
-    from dask_hwdecomp.cli.main import build_parser
     from dask_hwdecomp.cli.bench import config_from_args
+    from dask_hwdecomp.cli.main import build_parser
 
     args = build_parser().parse_args(["bench", "--keep-data", "--datasets", "lineitem"])
     assert config_from_args(args).keep_data is True

@@ -1,6 +1,6 @@
 """Every file of parquet-testing through ``read_table``, pyarrow as the oracle.
 
-As ``../shared/corpus/README.md`` asks: ``data/`` files pyarrow reads read to
+``data/`` files pyarrow reads read to
 an equal table; files pyarrow refuses raise (a clear error of ours, or
 pyarrow's same error) and never return data; ``bad_data/`` files raise our
 own exception naming the file; page CRCs are checked when asked.
@@ -22,6 +22,7 @@ from dask_hwdecomp import (
     LimitExceededError,
     UnsupportedFeatureError,
 )
+
 from helpers import assert_tables_equal, corpus_root, gpu_available
 
 ROOT = corpus_root()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import dask.dataframe as dd
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-import dask.dataframe as dd
-
 from dask_hwdecomp import hwdecomp
+
 from helpers import assert_tables_equal
 
 

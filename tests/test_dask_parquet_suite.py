@@ -24,9 +24,8 @@ On 2 cores the module runs in about 20 s.
 
 from __future__ import annotations
 
-import pytest
-
 import dask.dataframe.io.parquet.core as dask_parquet_core
+import pytest
 from dask.dataframe.io.tests import test_parquet as dask_suite
 from dask.dataframe.io.tests.test_parquet import *  # noqa: F401,F403  (collected here)
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import pickle
 
+import dask.dataframe as dd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-import dask.dataframe as dd
 
 import dask_hwdecomp
 from dask_hwdecomp import (
@@ -31,6 +30,7 @@ from dask_hwdecomp import (
     UnsupportedFeatureError,
     hwdecomp,
 )
+
 from fuzzing import file_map
 from rewrite import rewrite_pages
 

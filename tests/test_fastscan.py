@@ -30,9 +30,10 @@ from dask_hwdecomp.format.fastlayout import ALGOS, ChunkSpec, FileSpec, lay_out_
 from dask_hwdecomp.format.footer import parse_footer
 from dask_hwdecomp.format.layout import page_header
 from dask_hwdecomp.format.pages import DECODED_PAGE_TYPES, ChunkRange, chunk_range, scan_chunk
-from dask_hwdecomp.format.structs import Codec, PageHeader, PageType
+from dask_hwdecomp.format.structs import Codec, PageHeader
 from dask_hwdecomp.format.thrift import Limits, RawStruct, Struct, T, encode_struct
 from dask_hwdecomp.io.fetch import Range, fetch_into
+
 from helpers import assert_tables_equal
 from rewrite import rewrite_pages
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import time
 
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import dask.dataframe as dd
 from dask_hwdecomp import hwdecomp
 
 pytestmark = pytest.mark.distributed

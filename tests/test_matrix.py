@@ -9,8 +9,6 @@ oracle.
 from __future__ import annotations
 
 import ctypes
-import struct
-import warnings
 
 import cramjam
 import numpy as np
@@ -23,12 +21,12 @@ from fsspec.implementations.local import LocalFileSystem
 import dask_hwdecomp
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.format.structs import Codec, DataPageHeaderV2, PageHeader, PageType
-from dask_hwdecomp.format.thrift import T
 from dask_hwdecomp.io.batch import decompress_pieces
 from dask_hwdecomp.io.plan import Piece, plan_piece
 from dask_hwdecomp.options import current_options
 from dask_hwdecomp.report import PYARROW_NO_GPU, ReadReport
-from helpers import MATRIX_CODECS, assert_tables_equal, gpu_available, walk_buffers, write_matrix
+
+from helpers import MATRIX_CODECS, assert_tables_equal, gpu_available, walk_buffers
 from rewrite import compress_values, gzip_members, hadoop_lz4, rewrite_pages
 
 FILE_IDS = [

@@ -9,20 +9,20 @@ the GPU and ``tests/gpu`` covers it.
 
 from __future__ import annotations
 
+import dask.dataframe as dd
+import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import dask.dataframe as dd
-import fsspec
-
 import dask_hwdecomp
 from dask_hwdecomp import ReadReport, collect_reports, hwdecomp
 from dask_hwdecomp.cli.info import collect
 from dask_hwdecomp.decompress.routing import pyarrow_routes
 from dask_hwdecomp.report import PYARROW_NO_GPU, UNKNOWN_CODEC
+
 from helpers import assert_tables_equal, gpu_available
 
 pytestmark = pytest.mark.skipif(gpu_available(), reason="a GPU backend runs here: auto takes the GPU")

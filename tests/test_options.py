@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import warnings
 
+import dask.dataframe as dd
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-import dask.dataframe as dd
 
 import dask_hwdecomp
 from dask_hwdecomp import LimitExceededError, Options, ReadReport, collect_reports, current_options, hwdecomp

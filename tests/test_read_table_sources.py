@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dask_hwdecomp
+
 from helpers import assert_tables_equal
 
 

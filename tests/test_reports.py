@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import threading
 
+import dask.dataframe as dd
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-import dask.dataframe as dd
 
 import dask_hwdecomp
 from dask_hwdecomp import collect_reports, hwdecomp

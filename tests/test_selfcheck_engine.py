@@ -14,6 +14,7 @@ from dask_hwdecomp.cli.selfcheck import _check_merged_failure
 from dask_hwdecomp.decompress.engine_check import check_engine
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.options import Options
+
 from standin_engine import StandinEngine
 
 

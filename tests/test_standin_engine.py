@@ -19,18 +19,18 @@ import numpy as np
 import pytest
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
-from dask_hwdecomp.decompress.hardware import ALGO_BIT, create_with, usable_length
+from dask_hwdecomp.decompress.hardware import create_with, usable_length
 from dask_hwdecomp.decompress.routing import Router
-from dask_hwdecomp.errors import CorruptPageError
+from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
-from dask_hwdecomp.errors import BackendUnavailableError
-from dask_hwdecomp.gpu.engine import PARAMS_DTYPE, EngineCallError, check_params_dtype
+from dask_hwdecomp.gpu.engine import ALGO_BIT, PARAMS_DTYPE, EngineCallError, check_params_dtype
 from dask_hwdecomp.gpu.slot import Slot
 from dask_hwdecomp.gpu.staging import Part
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
+
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
-from standin_engine import StandinEngine
+from standin_engine import StandinEngine, hold_first_call
 
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20)
@@ -416,10 +416,28 @@ def test_standin_engine_oversized_pages_fall_through_and_protect_outputs():
         cpu.close()
 
 
-def test_standin_engine_batcher_serves_concurrent_callers(backend, engine):
-    run_concurrently(backend, [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)])
-    stats = backend.stats()
-    assert stats["parts"] == 8 and 1 <= stats["batches"] <= 8
+def test_standin_engine_batcher_serves_concurrent_callers(engine):
+    # One stream, its first call held until all 8 parts are in it or queued:
+    # merged, the 8 callers take 1 or 2 calls; one call each would be 8.
+    backend = create_with(engine, OPTS.replace(streams=1))
+    try:
+        hold_first_call(engine, backend, callers=8, pages_per_caller=30)
+        run_concurrently(backend, [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)])
+        stats = backend.stats()
+    finally:
+        backend.close()
+    assert stats["parts"] == 8 and stats["batches"] in (1, 2), stats
+    assert len(engine.calls) == stats["batches"]
+
+
+def test_closed_backend_says_so(engine):
+    backend = create_with(engine, OPTS)
+    jobs, src, dst_len, _ = make_batch(ENGINE_ALGOS, [3000] * 3, seed=1)
+    backend.close()
+    with pytest.raises(RuntimeError, match="backend is closed"):
+        run_batch(backend, jobs, src, dst_len)
+    with pytest.raises(RuntimeError, match="backend is closed"):
+        backend.stats()
 
 
 def test_standin_engine_pools_do_not_grow(backend, engine):

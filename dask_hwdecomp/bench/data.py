@@ -165,7 +165,7 @@ def generate(
             pool.submit(_write_part, kind, i, rows_per_file, i * rows_per_file, seed, dirs, row_group_rows)
             for i in range(files)
         ]
-        for i, fut in enumerate(futures):
+        for fut in futures:
             total += fut.result()
             if progress:
                 progress(1)

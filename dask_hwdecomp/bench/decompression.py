@@ -40,7 +40,7 @@ _PAGE = 1 << 20
 
 
 def _gpu_factory(name: str):
-    module = importlib.import_module(registry.BACKEND_MODULES[name])
+    module = importlib.import_module(registry.gpu_module(name))
 
     def make(**overrides):
         # Not through the registry: each configuration is opened and closed here.

@@ -16,6 +16,7 @@ import contextlib
 import gc
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import dask.dataframe as dd
 import psutil
@@ -165,11 +166,11 @@ def _mean_report(reports: list[dict]) -> dict | None:
     if not reports:
         return None
     n = len(reports)
-    stages = {}
+    stages: dict[str, float] = {}
     for r in reports:
         for k, v in r["stages_s"].items():
             stages[k] = stages.get(k, 0.0) + v / n
-    backends = {}
+    backends: dict[str, dict[str, Any]] = {}
     for r in reports:
         for entry in r["by_backend"]:
             key = f"{entry['codec']} on {entry['backend']}"

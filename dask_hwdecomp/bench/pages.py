@@ -12,26 +12,49 @@ from __future__ import annotations
 import dataclasses
 import os
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cramjam
+import numpy as np
 
 from ..errors import PageLocation
 from ..format.codecs import Algo, preamble_of
 from ..format.layout import Job, PageCrc
 from ..format.structs import Codec
 
-__all__ = ["PAGE_CODECS", "PageSet", "read_plain_pages", "compress_pages"]
+__all__ = ["COMPRESSORS", "compress_page", "sample_payload", "PAGE_CODECS", "PageSet", "read_plain_pages", "compress_pages"]
+
+# bitstream -> the compressor of a page body of it
+COMPRESSORS: dict[Algo, Callable[[bytes], Any]] = {
+    Algo.SNAPPY: cramjam.snappy.compress_raw,
+    Algo.DEFLATE: cramjam.deflate.compress,
+    Algo.LZ4: lambda b: cramjam.lz4.compress_block(b, store_size=False),
+    Algo.ZSTD: cramjam.zstd.compress,
+}
 
 # codec name -> (bitstream, Parquet codec id, compressor)
-PAGE_CODECS = {
-    "snappy": (Algo.SNAPPY, Codec.SNAPPY, cramjam.snappy.compress_raw),
-    "gzip": (Algo.DEFLATE, Codec.GZIP, cramjam.deflate.compress),
-    "lz4_raw": (Algo.LZ4, Codec.LZ4_RAW, lambda b: cramjam.lz4.compress_block(b, store_size=False)),
-    "zstd": (Algo.ZSTD, Codec.ZSTD, cramjam.zstd.compress),
+PAGE_CODECS: dict[str, tuple[Algo, Codec, Callable[[bytes], Any]]] = {
+    "snappy": (Algo.SNAPPY, Codec.SNAPPY, COMPRESSORS[Algo.SNAPPY]),
+    "gzip": (Algo.DEFLATE, Codec.GZIP, COMPRESSORS[Algo.DEFLATE]),
+    "lz4_raw": (Algo.LZ4, Codec.LZ4_RAW, COMPRESSORS[Algo.LZ4]),
+    "zstd": (Algo.ZSTD, Codec.ZSTD, COMPRESSORS[Algo.ZSTD]),
 }
+
+
+def compress_page(algo: Algo, data: bytes) -> bytes:
+    """``data`` compressed as a page body of bitstream ``algo`` (raw Snappy, raw deflate, raw LZ4, Zstd)."""
+    return bytes(COMPRESSORS[algo](data))
+
+
+def sample_payload(n: int, rng: np.random.Generator) -> bytes:
+    """``n`` bytes of small integers with runs of zeros: compressible, as page values are."""
+    vals = rng.integers(0, 40, size=(n + 3) // 4, dtype=np.int32)
+    vals[::7] = 0
+    return vals.tobytes()[:n]
 
 
 @dataclass
@@ -57,7 +80,7 @@ class PageSet:
     def ratio(self) -> float:
         return self.out_bytes / max(1, len(self.src))
 
-    def with_checks(self, checks: str) -> "PageSet":
+    def with_checks(self, checks: str) -> PageSet:
         """The same pages with the checksums of ``checks`` on the jobs.
 
         ``"none"``: no checksum; ``"default"``: what a read checks by
@@ -74,7 +97,7 @@ class PageSet:
             jobs.append(dataclasses.replace(job, crc32=gzip_crc, page_crc=page_crc))
         return PageSet(self.codec, self.src, jobs, self.out_bytes)
 
-    def head(self, n: int) -> "PageSet":
+    def head(self, n: int) -> PageSet:
         """The first ``n`` pages (their offsets are unchanged)."""
         jobs = self.jobs[:n]
         end_src = max(j.src_offset + j.src_size for j in jobs)

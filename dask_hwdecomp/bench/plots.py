@@ -107,7 +107,7 @@ def _stages(endtoend: dict, arrow_bytes: dict, path: Path) -> Path | None:
     return path
 
 
-def _decompress(dec: dict, copy: dict, path: Path) -> Path | None:
+def _decompress(dec: dict, copy: dict | None, path: Path) -> Path | None:
     backends = dec.get("backends", {})
     if not backends:
         return None

@@ -258,10 +258,13 @@ def remove_generated(cfg: BenchConfig) -> None:
     """Remove the datasets this run wrote under ``cfg.data_dir`` (never the user's own)."""
     import shutil
 
+    data_dir = cfg.data_dir
+    if data_dir is None:  # not resolved: nothing was written
+        return
     for name in (*cfg.datasets, "user"):
-        shutil.rmtree(cfg.data_dir / name, ignore_errors=True)
+        shutil.rmtree(data_dir / name, ignore_errors=True)
     with contextlib.suppress(OSError):  # not empty: something else lives there
-        cfg.data_dir.rmdir()
+        data_dir.rmdir()
 
 
 def _run(cfg: BenchConfig) -> dict:

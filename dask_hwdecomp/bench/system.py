@@ -84,13 +84,14 @@ def _cuda_driver_version() -> str | None:
 
 def system_info() -> dict:
     """CPU, cores, memory, GPUs and package versions, JSON-ready."""
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     gpus, why = _gpus()
+    affinity: int | None
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux

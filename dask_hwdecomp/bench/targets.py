@@ -10,6 +10,8 @@ decompression alone.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .stats import ratio
 from .variants import BASELINE, DEFAULT
 
@@ -57,7 +59,7 @@ def _decompress_checks(results: dict) -> list[dict]:
     copy = results.get("copy_bandwidth", {})
     checks = []
     for codec, target in DECOMPRESS_TARGETS_GBPS.items():
-        check = {
+        check: dict[str, Any] = {
             "kind": "decompress",
             "what": f"decompression alone, host to host, {codec}: GB/s of output, best GPU backend and batch size",
             "target": f">= {target:g} GB/s",
@@ -88,7 +90,7 @@ def _decompress_checks(results: dict) -> list[dict]:
         if not check["met"]:
             over, serial = _copy_bounds(copy, ratios.get(codec, 1.0))
             text = f"missed by {100 * (1 - value / target):.0f}% ({value:.1f} of {target:g} GB/s)"
-            if over is not None:
+            if over is not None and serial is not None:
                 text += (
                     f"; pinned copies allow {over:.1f} GB/s of output with both directions overlapped, "
                     f"{serial:.1f} in series (compression ratio {ratios.get(codec, 1.0):.2f})"
@@ -131,7 +133,7 @@ def _same_codec_checks(results: dict) -> list[dict]:
                 ):
                     if kind == "cpu-vs-pyarrow" and sched != "distributed":
                         continue  # worker CPU time is measured on worker processes
-                    check = {
+                    check: dict[str, Any] = {
                         "kind": kind,
                         "what": f"{dataset}, {sched}, {codec}: {label}, hwdecomp / pyarrow on the same {codec} files",
                         "target": (">= " if better == "higher" else "<= ") + f"{target:.2f}",
@@ -173,7 +175,7 @@ def _e2e_checks(results: dict) -> list[dict]:
                         + ("throughput" if kind == "e2e" else "worker CPU s per GB")
                         + f", hwdecomp on {codec} / pyarrow on the uncompressed copy"
                     )
-                    check = {"kind": kind, "what": what, "target": (">= " if better == "higher" else "<= ") + f"{target:.2f}"}
+                    check: dict[str, Any] = {"kind": kind, "what": what, "target": (">= " if better == "higher" else "<= ") + f"{target:.2f}"}
                     r = ratio(_figure(fig, key), _figure(bound, key))
                     if r is None:
                         check.update(measured=None, met=None, limit=f"not measured: {fig.get('error') or (bound or {}).get('error') or 'missing'}")

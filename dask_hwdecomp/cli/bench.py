@@ -81,8 +81,8 @@ def add_parser(subparsers) -> None:
 
 def config_from_args(args):
     """The :class:`~dask_hwdecomp.bench.BenchConfig` of parsed ``args``."""
-    from ..bench.runner import BenchConfig
     from ..bench.data import CODECS
+    from ..bench.runner import BenchConfig
 
     def listed(value):
         return _names(value) if isinstance(value, str) else tuple(value)

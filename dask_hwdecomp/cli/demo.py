@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..report import PYARROW_NO_GPU
+from ..report import PYARROW_NO_GPU, ReadReport
 from .errors import UsageError
 
 __all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
@@ -159,7 +159,7 @@ class DemoResult:
 
     rows: int
     nbytes: int
-    report: object  # ReadReport, summed over every worker
+    report: ReadReport  # summed over every worker
     routes: dict
     seconds: float
     same: bool | None  # None: not checked

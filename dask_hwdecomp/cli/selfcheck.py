@@ -56,31 +56,11 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _payload(n: int, rng) -> bytes:
-    import numpy as np
-
-    vals = rng.integers(0, 40, size=(n + 3) // 4, dtype=np.int32)
-    vals[::7] = 0
-    return vals.tobytes()[:n]
-
-
-def _compress(algo, data: bytes) -> bytes:
-    import cramjam
-
-    from ..format.codecs import Algo
-
-    return bytes({
-        Algo.SNAPPY: cramjam.snappy.compress_raw,
-        Algo.DEFLATE: cramjam.deflate.compress,
-        Algo.LZ4: lambda d: cramjam.lz4.compress_block(d, store_size=False),
-        Algo.ZSTD: cramjam.zstd.compress,
-    }[algo](data))
-
-
 def _pages(algo, sizes, seed: int):
     """(jobs, src, dst_len, expected) of one page per size, unaligned inputs."""
     import numpy as np
 
+    from ..bench.pages import compress_page, sample_payload
     from ..errors import PageLocation
     from ..format.codecs import preamble_of
     from ..format.layout import Job
@@ -89,8 +69,8 @@ def _pages(algo, sizes, seed: int):
     src = bytearray()
     jobs, expected, dpos = [], [], 0
     for k, size in enumerate(sizes):
-        data = _payload(size, rng)
-        body = _compress(algo, data)
+        data = sample_payload(size, rng)
+        body = compress_page(algo, data)
         src += bytes(int(rng.integers(1, 40)))
         dpos += int(rng.integers(1, 40))
         jobs.append(Job(algo, len(src), len(body), dpos, size, 0, PageLocation("selfcheck", 0, algo.value, k),

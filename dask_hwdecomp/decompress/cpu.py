@@ -10,8 +10,8 @@ GPU decodes (BROTLI, multi-member GZIP pages).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 import cramjam
 import numpy as np
@@ -100,8 +100,8 @@ def _zstd_values(job: Job, data, out) -> str:
 
 class _NumpyBuffer:
     def __init__(self, nbytes: int):
-        self._array = np.empty(nbytes, dtype=np.uint8)
-        self.view = memoryview(self._array).cast("B")
+        self._array: np.ndarray | None = np.empty(nbytes, dtype=np.uint8)
+        self.view: memoryview | None = self._array.data.cast("B")
 
     def close(self) -> None:
         # Dropped, not released: a slice handed to pyarrow may still be

@@ -26,13 +26,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..format.codecs import Algo, preamble_of
+from ..format.codecs import preamble_of
+from ..gpu.engine import ALGO_BIT
+from ..gpu.staging import DEVICE_ALIGN
+from ..rounding import round_up
 
 __all__ = ["CheckResult", "check_engine", "main", "GAP"]
 
 GAP = 256
 _CANARY = 0xA5A5A5A5
-_ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
 
 
 @dataclass(frozen=True)
@@ -45,26 +47,17 @@ class CheckResult:
 
 
 def _pages(algos, sizes, seed: int):
-    import cramjam
+    from ..bench.pages import compress_page, sample_payload
 
     rng = np.random.default_rng(seed)
     out = []
     for k, size in enumerate(sizes):
         algo = algos[k % len(algos)]
-        vals = rng.integers(0, 40, size=(size + 3) // 4, dtype=np.int32)
-        vals[::7] = 0
-        data = vals.tobytes()[:size]
-        body = bytes({
-            Algo.SNAPPY: cramjam.snappy.compress_raw,
-            Algo.DEFLATE: cramjam.deflate.compress,
-            Algo.LZ4: lambda d: cramjam.lz4.compress_block(d, store_size=False),
-        }[algo](data))
+        data = sample_payload(size, rng)
+        body = compress_page(algo, data)
         out.append((algo, body, data))
     return out
 
-
-def _up(n: int, a: int = 256) -> int:
-    return (n + a - 1) // a * a
 
 
 def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -> list[CheckResult]:
@@ -77,7 +70,7 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
         ``alloc_device``, ``htod``, ``dtoh``, ``memset_d32``,
         ``batch_decompress``, ``synchronize``.
     """
-    algos = [a for a, bit in _ALGO_BIT.items() if driver.mask & bit]
+    algos = [a for a, bit in ALGO_BIT.items() if driver.mask & bit]
     if not algos:
         return [CheckResult("engine contract", False, f"algorithm mask {driver.mask} decodes nothing")]
     top = max(1, (driver.max_length - 32) * 6 // 7)
@@ -89,13 +82,13 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
     src_off, pos = [], 0
     for _, body, _ in pages:
         src_off.append(pos)
-        pos = _up(pos + len(body))
+        pos = round_up(pos + len(body), DEVICE_ALIGN)
     dst_off, dpos = [], pos + GAP
     for _, _, data in pages:
         dst_off.append(dpos)
-        dpos = _up(dpos + len(data)) + GAP
+        dpos = round_up(dpos + len(data), DEVICE_ALIGN) + GAP
     out_start, out_end = pos, dpos + driver.max_length  # room for the truncated page's stray writes
-    slots = _up(out_end)
+    slots = round_up(out_end, DEVICE_ALIGN)
     total = slots + 4 * n
     stream = driver.new_stream()
     mem = driver.alloc_device(total, stream)
@@ -117,7 +110,7 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
             params[k]["dst"] = base + dst_off[k]
             params[k]["dst_num_bytes"] = len(data)
             params[k]["dst_act_bytes"] = base + slots + 4 * k
-            params[k]["algo"] = _ALGO_BIT[algo]
+            params[k]["algo"] = ALGO_BIT[algo]
         driver.batch_decompress(params, stream)
         back = np.zeros(total, dtype=np.uint8)
         driver.dtoh(back.ctypes.data, base, total, stream)

@@ -24,7 +24,7 @@ launcher says its decoder verifies it. The output size is always checked
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import ChecksumError, CorruptPageError
 from ..format.codecs import Algo
@@ -91,8 +91,8 @@ class GpuBackend:
         self._ops = ops
         self._launcher = launcher
         self._owned = list(owned)
-        self._pool = None
-        self._batcher = None
+        self._pool: PinnedPool | None = None
+        self._batcher: Batcher | None = None
         slots = []
         try:
             self._pool = PinnedPool(ops.alloc_host, pinned_cap(options))
@@ -160,7 +160,7 @@ class GpuBackend:
             if frames and any(stored is not None for _, stored in frames):
                 zstd_sums[i] = frames
         parts = [Part(chunk, src, dst, protect) for chunk in _split(jobs, self.options.batch_bytes)]
-        results = self._batcher.run(parts)
+        results = self._open()[1].run(parts)
         failed = [f for failures in results for f in failures]
         rank = {id(job): i for i, job in enumerate(jobs)}
         failed.sort(key=lambda f: rank[id(f.job)])
@@ -203,7 +203,7 @@ class GpuBackend:
         ------
         CudaError
         """
-        return self._pool.get(nbytes)
+        return self._open()[0].get(nbytes)
 
     def register_host(self, ptr: int, nbytes: int):
         """Page-lock host memory this backend did not allocate; None if its ops cannot.
@@ -221,9 +221,16 @@ class GpuBackend:
 
     def stats(self) -> dict:
         """Pool and batcher counters (allocations stay flat in steady state)."""
-        out = {f"pinned_{k}": v for k, v in self._pool.stats().items()}
-        out.update(self._batcher.stats())
+        pool, batcher = self._open()
+        out = {f"pinned_{k}": v for k, v in pool.stats().items()}
+        out.update(batcher.stats())
         return out
+
+    def _open(self) -> tuple[PinnedPool, Batcher]:
+        """The pinned pool and the batcher of this open backend."""
+        if self._pool is None or self._batcher is None:
+            raise RuntimeError(f"the {self.name} backend is closed")
+        return self._pool, self._batcher
 
     def close(self) -> None:
         """Stop the batcher, free streams, arenas and pools, then owned objects."""

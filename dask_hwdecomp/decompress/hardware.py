@@ -37,17 +37,15 @@ contract on host memory (``tests/standin_engine.py``).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..format.codecs import Algo
-from ..gpu.engine import EngineCallError
+from ..gpu.engine import ALGO_BIT, EngineCallError
 from ..options import Options
 
-__all__ = ["probe", "create", "create_with", "HardwareLauncher", "ALGO_BIT", "usable_length"]
+__all__ = ["probe", "create", "create_with", "HardwareLauncher", "usable_length"]
 
-ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
 _MAX_REJECTED = 8  # operations one launch leaves out before the call's error counts as general
 
 

@@ -40,10 +40,10 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from multiprocessing.connection import Connection
-from typing import Sequence
 
 import numpy as np
 
@@ -57,7 +57,7 @@ from ..errors import (
 from ..format.codecs import Algo
 from ..format.layout import Job
 from ..gpu.check import CudaError, NvcompError
-from ..gpu.shm import SharedPool
+from ..gpu.shm import SharedBuffer, SharedPool
 from ..gpu.wire import pack_jobs
 from ..options import Options
 from .cpu import decompress_one
@@ -169,7 +169,7 @@ class _Sidecar:
             if fut is not None:
                 fut.set_result(msg)
         try:
-            rc = self.proc.wait(timeout=30)
+            rc: int | str = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             rc = "unknown"
         self.die(f"exited with status {rc}")
@@ -319,7 +319,7 @@ class IsolatedBackend:
         for job in jobs:
             if job.algo not in self.algorithms:
                 raise CorruptPageError(f"{job.algo.value} is not decoded by {self.name}", job.location)
-        staged = []
+        staged: list[SharedBuffer] = []
         try:
             src_ref = self._ref(src, staged, copy_in=True)
             # A gap-writing backend rewrites bytes between outputs: stage them too.
@@ -351,10 +351,13 @@ class IsolatedBackend:
             return seg.id, off, n, seg, None
         buf = self._pool.get(max(n, 1))
         staged.append(buf)
+        segment, buf_view = buf.segment, buf.view
+        if segment is None or buf_view is None:  # a fresh buffer is open
+            raise RuntimeError("the shared pool lent a closed buffer")
         self.foreign_copies += 1
         if copy_in:
-            buf.view[:n] = view
-        return buf.segment.id, 0, n, buf.segment, buf
+            buf_view[:n] = view
+        return segment.id, 0, n, segment, buf
 
     def _attempt(self, jobs: Sequence[Job], request: tuple, deadline: float):
         """Run once in a child: on success the pages it redid on the CPU (int), else (why, error).
@@ -383,6 +386,7 @@ class IsolatedBackend:
         _, _, cls, message, code, name = reply  # "error": the batch failed as a whole
         child.kill(f"failed a batch ({cls}: {message})")
         exc_type = _ERRORS.get(cls)
+        exc: HwdecompError
         if exc_type is CudaError:
             exc = CudaError(message, code=code, name=name)
         elif exc_type is not None:

@@ -16,12 +16,14 @@ BROTLI stay on the CPU (see :mod:`dask_hwdecomp.decompress.routing`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..format.codecs import Algo
+from ..gpu.staging import DEVICE_ALIGN
 from ..options import Options
+from ..rounding import round_up
 
 __all__ = ["probe", "create", "NvcompLauncher"]
 
@@ -29,9 +31,6 @@ _FMT = {Algo.SNAPPY: "Snappy", Algo.DEFLATE: "Deflate", Algo.LZ4: "LZ4", Algo.ZS
 _ORDER = {a: i for i, a in enumerate(_FMT)}
 _MAX_CHUNK = (1 << 31) - 1  # the smallest of the formats' decompression limits
 
-
-def _up(n: int, a: int = 256) -> int:
-    return (n + a - 1) // a * a
 
 
 def probe() -> str | None:
@@ -113,7 +112,7 @@ class NvcompLauncher:
         temp = 0
         for algo, _, count, biggest, total in groups:
             temp = max(temp, self.lib.temp_bytes(_FMT[algo], count, biggest, total, stream.handle))
-        meta = _up(32 * n) + _up(8 * n) + _up(4 * n)
+        meta = round_up(32 * n, DEVICE_ALIGN) + round_up(8 * n, DEVICE_ALIGN) + round_up(4 * n, DEVICE_ALIGN)
         state = (jobs, groups, temp, meta)
         return meta + temp + 256, 32 * n + 12 * n, state
 
@@ -127,8 +126,8 @@ class NvcompLauncher:
         up[2] = dst_ptrs
         up[3] = np.fromiter((j.dst_size for j in jobs), dtype=np.uint64, count=n)
         d_src, d_src_sizes, d_dst, d_caps = (scratch + k * 8 * n for k in range(4))
-        d_actual = scratch + _up(32 * n)
-        d_status = d_actual + _up(8 * n)
+        d_actual = scratch + round_up(32 * n, DEVICE_ALIGN)
+        d_status = d_actual + round_up(8 * n, DEVICE_ALIGN)
         temp = scratch + meta
         ops = self.ops
         ops.htod(scratch, host_ptr, 32 * n, stream)
@@ -174,7 +173,10 @@ def create(options: Options):
     device = Device(0)
     try:
         device.activate()
-        lib = NvcompLib(find_library())
+        path = find_library()
+        if path is None:
+            raise OSError("libnvcomp.so.6 not found (install the gpu extra, or set HWDECOMP_NVCOMP_LIB)")
+        lib = NvcompLib(path)
         ops = CudaOps(device, checksummer=lib)
         launcher = NvcompLauncher(lib, ops)
         return GpuBackend("nvcomp", ops, launcher, options, owned=[device])

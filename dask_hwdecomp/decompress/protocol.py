@@ -10,7 +10,8 @@ location and both sizes when one does not match.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from ..errors import ChecksumError, CorruptPageError
 from ..format.codecs import Algo

@@ -17,21 +17,37 @@ from __future__ import annotations
 import atexit
 import importlib
 import threading
+from typing import Any
 
 from ..errors import BackendUnavailableError
 from ..options import Options
 
 __all__ = ["probe", "get_backend", "close_all", "BACKEND_MODULES"]
 
-BACKEND_MODULES = {
+# backend name -> the module with its probe() and create() (None: in process)
+BACKEND_MODULES: dict[str, str | None] = {
     "cpu": None,
     "nvcomp": "dask_hwdecomp.decompress.nvcomp",
     "hardware": "dask_hwdecomp.decompress.hardware",
 }
 
 _lock = threading.RLock()
-_open: dict[tuple, object] = {}
+_open: dict[tuple, Any] = {}  # a CpuBackend or an IsolatedBackend per _key
 _probes: dict[str, str | None] = {}
+
+
+def gpu_module(name: str) -> str:
+    """The module of GPU backend ``name``.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a GPU backend.
+    """
+    module = BACKEND_MODULES[name]
+    if module is None:
+        raise ValueError(f"{name!r} is not a GPU backend")
+    return module
 
 
 def probe(name: str) -> str | None:
@@ -41,10 +57,10 @@ def probe(name: str) -> str | None:
     with _lock:
         if name not in _probes:
             try:
-                module = importlib.import_module(BACKEND_MODULES[name])
+                module = importlib.import_module(gpu_module(name))
                 _probes[name] = module.probe()
             except ImportError as exc:
-                _probes[name] = f"cannot import {BACKEND_MODULES[name]}: {exc}"
+                _probes[name] = f"cannot import {gpu_module(name)}: {exc}"
         return _probes[name]
 
 
@@ -82,7 +98,7 @@ def get_backend(name: str, options: Options):
                     raise BackendUnavailableError(f"backend {name!r} is not available: {reason}")
                 from .isolated import IsolatedBackend
 
-                backend = IsolatedBackend(name, f"{BACKEND_MODULES[name]}:create", options)
+                backend = IsolatedBackend(name, f"{gpu_module(name)}:create", options)
             _open[key] = backend
         return backend
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
-from ..format.codecs import CODEC_NAMES, Algo
+from ..format.codecs import Algo
 from ..format.layout import Job
+from ..format.structs import CODEC_NAMES
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry
@@ -132,8 +133,9 @@ class Router:
         for job in jobs:
             backend = self.backend_for(job)
             groups.setdefault(id(backend), (backend, []))[1].append(job)
-        # GPU groups first, CPU last, so the GPU call is in flight while the
-        # CPU pool works only when they are one group each; simple sequence.
+        # One backend after the other, GPU groups first and the CPU last:
+        # each call returns only when its outputs are in dst, so the groups
+        # do not overlap (a CPU group waits for the GPU call before it).
         for backend, group in sorted(groups.values(), key=lambda g: g[0].name == "cpu"):
             t0 = time.perf_counter()
             try:

@@ -1,8 +1,10 @@
 """Host-side checks of what is submitted to a GPU decoder.
 
-Corrupt input is undefined behaviour on the hardware engine, and garbage
-given to nvCOMP's Zstd once raised an illegal memory access, which poisons
-the CUDA context for the rest of the process (gpu-facts.md §1, §2). So every
+Corrupt input is undefined behaviour on the hardware engine (its contract
+has no per-operation status, only the bytes written), and garbage given to
+nvCOMP 6.0's Zstd raised an illegal memory access on an H200, which poisons
+the CUDA context for the rest of the process (docs/gpu.md, "Known nvCOMP
+6.0 hazards"). So every
 job is checked before submission: its ranges lie inside the batch buffers,
 its sizes are within the decoder's limits, and the stream's framing is
 consistent (the Snappy preamble, each Zstd frame's header and block headers
@@ -13,12 +15,11 @@ decoder's to reject, per page, with a status.
 from __future__ import annotations
 
 from ..errors import CorruptPageError
-from ..format.codecs import Algo, snappy_preamble
+from ..format.codecs import ZSTD_MAGIC, Algo, snappy_preamble, zstd_content_size, zstd_descriptor
 from ..format.layout import Job
 
 __all__ = ["check_job", "zstd_frames"]
 
-_ZSTD_MAGIC = 0xFD2FB528
 _SKIPPABLE = 0x184D2A50  # low nibble free
 _BLOCK_MAX = 128 << 10
 _WINDOW_LOG_MAX = 31
@@ -57,20 +58,18 @@ def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
             if pos > n:
                 raise _corrupt(job, f"skippable frame of {size} bytes runs past the page")
             continue
-        if magic != _ZSTD_MAGIC:
-            raise _corrupt(job, f"frame magic {magic:#010x} at byte {pos} is not {_ZSTD_MAGIC:#010x}")
+        if magic != ZSTD_MAGIC:
+            raise _corrupt(job, f"frame magic {magic:#010x} at byte {pos} is not {ZSTD_MAGIC:#010x}")
         if pos + 5 > n:
             raise _corrupt(job, "frame header runs past the page")
-        fhd = data[pos + 4]
-        if fhd & 0x08:
+        desc = zstd_descriptor(data[pos + 4])
+        if desc.reserved:
             raise _corrupt(job, "frame header reserved bit set")
-        single = (fhd >> 5) & 1
-        checksum = (fhd >> 2) & 1
-        did_len = (0, 1, 2, 4)[fhd & 3]
-        fcs_len = ((1 if single else 0), 2, 4, 8)[fhd >> 6]
-        hdr = 5
+        checksum = desc.checksum
+        fcs_len = desc.content_size_bytes
+        hdr = desc.header_bytes
         window = None
-        if not single:
+        if not desc.single_segment:
             if pos + 6 > n:
                 raise _corrupt(job, "frame header runs past the page")
             wd = data[pos + 5]
@@ -79,15 +78,9 @@ def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
                 raise _corrupt(job, f"window log {exp} exceeds {_WINDOW_LOG_MAX}")
             base = 1 << exp
             window = base + (base // 8) * (wd & 7)
-            hdr += 1
-        hdr += did_len
         if pos + hdr + fcs_len > n:
             raise _corrupt(job, "frame header runs past the page")
-        fcs = -1
-        if fcs_len:
-            fcs = int.from_bytes(data[pos + hdr : pos + hdr + fcs_len], "little")
-            if fcs_len == 2:
-                fcs += 256
+        fcs = zstd_content_size(data, pos + hdr, fcs_len)
         if window is None:
             window = fcs
         if fcs > job.dst_size:
@@ -118,14 +111,14 @@ def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
                 break
         if fcs >= 0 and produced > fcs:
             raise _corrupt(job, f"raw/RLE blocks produce {produced} bytes, the frame declares {fcs}")
-        stored = None
+        content_checksum = None
         if checksum:
             pos += 4
             if pos > n:
                 raise _corrupt(job, "frame checksum runs past the page")
-            stored = int.from_bytes(data[pos - 4 : pos], "little")
+            content_checksum = int.from_bytes(data[pos - 4 : pos], "little")
         if checksums is not None:
-            checksums.append((fcs, stored))
+            checksums.append((fcs, content_checksum))
     if total > job.dst_size:
         raise _corrupt(job, f"frames declare {total} bytes, the page {job.dst_size}")
     return total

@@ -171,7 +171,7 @@ class HwdecompEngine(ArrowDatasetEngine):
             return super()._read_table(
                 path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
             )
-        report = _report.get()
+        report = _report.get(None) or ReadReport()
         with report.stage("decode"), decode_errors(image.plan.piece.path, image.row_groups, image.buffer):
             return cls._read_image(
                 image, path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
@@ -248,7 +248,9 @@ def _read_columns(columns, filters):
 
 import contextvars  # noqa: E402
 
-_report: contextvars.ContextVar[ReadReport] = contextvars.ContextVar("hwdecomp_report", default=ReadReport())
+# The report of the partition being read; no default, so that no shared
+# report collects figures outside a read_partition.
+_report: contextvars.ContextVar[ReadReport] = contextvars.ContextVar("hwdecomp_report")
 # The report of a partition pyarrow reads itself (no GPU), else None.
 _pyarrow_report: contextvars.ContextVar[ReadReport | None] = contextvars.ContextVar(
     "hwdecomp_pyarrow_report", default=None

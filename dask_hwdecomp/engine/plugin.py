@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
@@ -46,22 +47,27 @@ class HwdecompPlugin(WorkerPlugin):
 
     name = "hwdecomp"
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any) -> None:
         self.options = options
         self.backends: dict = {}
         self.totals = ReadReport()
         self._lock: threading.Lock | None = None  # made on the worker: locks do not pickle
 
+    def _guard(self) -> threading.Lock:
+        if self._lock is None:
+            raise RuntimeError("HwdecompPlugin is not set up on a worker")
+        return self._lock
+
     def add(self, report: ReadReport) -> None:
         """Add a finished read's report to this worker's totals (tasks run in threads)."""
-        with self._lock:
+        with self._guard():
             self.totals += report
 
     def take_totals(self, reset: bool = False) -> ReadReport:
         """A copy of this worker's totals; with ``reset``, start again from zero."""
         import copy
 
-        with self._lock:
+        with self._guard():
             out = copy.deepcopy(self.totals)
             if reset:
                 self.totals = ReadReport()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..decompress.routing import Router
 from ..io.batch import iter_batches

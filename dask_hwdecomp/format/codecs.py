@@ -13,13 +13,13 @@ from __future__ import annotations
 import enum
 import struct as _struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import CorruptPageError, PageLocation, UnsupportedFeatureError
-from .structs import Codec
+from .structs import CODEC_NAMES, Codec
 
-__all__ = ["Algo", "Span", "plan_body", "snappy_length", "snappy_preamble", "preamble_of", "CODEC_NAMES"]
-
-CODEC_NAMES = {c.value: c.name for c in Codec}
+__all__ = ["Algo", "Span", "plan_body", "snappy_length", "snappy_preamble", "preamble_of",
+           "ZSTD_MAGIC", "ZstdDescriptor", "zstd_descriptor", "zstd_content_size"]
 
 
 class Algo(enum.Enum):
@@ -53,7 +53,7 @@ class Span:
     preamble: int = 0
 
 
-def snappy_preamble(body, where: PageLocation) -> tuple[int, int]:
+def snappy_preamble(body, where: PageLocation | None) -> tuple[int, int]:
     """(declared uncompressed length, bytes of the varint) of a raw Snappy block."""
     n = shift = 0
     for i in range(min(5, len(body))):
@@ -143,30 +143,60 @@ def _plan_lz4_hadoop(body, expected: int) -> list[Span] | None:
     return spans
 
 
-_ZSTD_MAGIC = 0xFD2FB528
+ZSTD_MAGIC = 0xFD2FB528
+
+
+class ZstdDescriptor(NamedTuple):
+    """A Zstd frame header descriptor byte (RFC 8878, 3.1.1.1.1), decoded.
+
+    ``header_bytes`` counts the magic, the descriptor, the window descriptor
+    (absent in a single-segment frame) and the dictionary id: the offset of
+    the content size field from the frame's start.
+    """
+
+    single_segment: bool
+    checksum: bool
+    reserved: bool
+    header_bytes: int
+    content_size_bytes: int
+
+
+def zstd_descriptor(fhd: int) -> ZstdDescriptor:
+    """Decode the descriptor byte ``fhd`` (byte 4 of a frame)."""
+    single = bool((fhd >> 5) & 1)
+    did_len = (0, 1, 2, 4)[fhd & 3]
+    return ZstdDescriptor(
+        single_segment=single,
+        checksum=bool((fhd >> 2) & 1),
+        reserved=bool(fhd & 0x08),
+        header_bytes=5 + (0 if single else 1) + did_len,
+        content_size_bytes=((1 if single else 0), 2, 4, 8)[fhd >> 6],
+    )
+
+
+def zstd_content_size(data, at: int, nbytes: int) -> int:
+    """The content size field of ``nbytes`` at ``data[at:]``; -1 when the frame has none."""
+    if not nbytes:
+        return -1
+    size = int.from_bytes(bytes(data[at : at + nbytes]), "little")
+    return size + 256 if nbytes == 2 else size
 
 
 def _check_zstd(body, expected: int, where: PageLocation) -> None:
     if len(body) < 5:
         raise CorruptPageError(f"zstd frame of {len(body)} bytes is shorter than a header", where)
     (magic,) = _struct.unpack_from("<I", body, 0)
-    if magic != _ZSTD_MAGIC:
-        raise CorruptPageError(f"zstd frame magic {magic:#010x} is not {_ZSTD_MAGIC:#010x}", where)
-    fhd = body[4]
-    if fhd & 0x08:
+    if magic != ZSTD_MAGIC:
+        raise CorruptPageError(f"zstd frame magic {magic:#010x} is not {ZSTD_MAGIC:#010x}", where)
+    desc = zstd_descriptor(body[4])
+    if desc.reserved:
         raise CorruptPageError("zstd frame header reserved bit set", where)
-    fcs_flag = fhd >> 6
-    single = (fhd >> 5) & 1
-    did_flag = fhd & 3
-    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[did_flag]
-    fcs_len = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    pos, fcs_len = desc.header_bytes, desc.content_size_bytes
     if fcs_len == 0:
         return
     if pos + fcs_len > len(body):
         raise CorruptPageError("zstd frame header runs past the page", where)
-    raw = int.from_bytes(bytes(body[pos : pos + fcs_len]), "little")
-    if fcs_len == 2:
-        raw += 256
+    raw = zstd_content_size(body, pos, fcs_len)
     # A page may hold several frames: the first frame can only be smaller.
     if raw > expected:
         raise CorruptPageError(

@@ -20,15 +20,25 @@ the reference alone.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
+from ..rounding import round_up
 from .codecs import Algo, plan_body
 from .footer import Footer
-from .layout import ChunkPages, ChunkPlacement, FileLayout, Job, PageCrc, build_layout, image_footer, page_header
+from .layout import (
+    ChunkPages,
+    ChunkPlacement,
+    FileLayout,
+    Job,
+    PageCrc,
+    build_layout,
+    image_footer,
+    page_header,
+)
 from .pages import DECODED_PAGE_TYPES, ChunkRange, scan_chunk
 from .structs import RowGroup
 from .thrift import Limits
@@ -104,10 +114,6 @@ class BatchLayout:
         self.writer(dst, src)
 
 
-def _align(n: int, align: int) -> int:
-    return (n + align - 1) // align * align
-
-
 def _num_rows(footer: Footer, rg: int) -> int:
     """The row group's declared rows: a chunk's pages must hold at least as many values."""
     return footer.row_groups[rg].get_value(RowGroup.num_rows, 0)
@@ -136,14 +142,14 @@ def reference_layout(src, files: list[FileSpec], *, max_page_bytes: int, verify_
             scanned.setdefault(ch.row_group, []).append(ChunkPages(ch.column, ch.rng, pages, ch.src_base, ch.where))
         layout = build_layout(f.footer, [(rg, scanned.get(rg, [])) for rg in f.row_groups], src, base)
         layouts.append(layout)
-        base = _align(base + layout.size, align)
+        base = round_up(base + layout.size, align)
 
     def fill(dst, src):
         for layout in layouts:
             layout.fill(dst, src)
 
-    images = [ImagePlan(l.base, l.size, l.row_groups) for l in layouts]
-    return BatchLayout(images, [j for l in layouts for j in l.jobs], base, False, fill)
+    images = [ImagePlan(lay.base, lay.size, lay.row_groups) for lay in layouts]
+    return BatchLayout(images, [j for lay in layouts for j in lay.jobs], base, False, fill)
 
 
 class _Refer(Exception):
@@ -193,7 +199,8 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
         for ch in f.chunks:
             index[(fi, ch.row_group, ch.column)] = k
             k += 1
-    slot_chunk, slot_file = [], []
+    slot_chunk: list[int] = []
+    slot_file: list[int] = []
     file_groups: list[list[tuple[int, list[tuple[int, int]]]]] = []  # per file: (rg, [(slot, column)])
     for fi, f in enumerate(files):
         groups = []
@@ -222,7 +229,7 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     base = 0
     slot_rows = slots.tolist()
     for fi, f in enumerate(files):
-        groups = []
+        placed_groups: list[tuple[int, dict[int, ChunkPlacement], int, int]] = []  # (rg, columns, start, end)
         pos = 4
         for rg, members in file_groups[fi]:
             rg_start = pos
@@ -231,12 +238,12 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
                 start, size, data_off, dict_off = slot_rows[s]
                 placed_cols[col] = ChunkPlacement(start, size, data_off, None if dict_off < 0 else dict_off)
                 pos = start + size
-            groups.append((rg, placed_cols, rg_start, pos))
+            placed_groups.append((rg, placed_cols, rg_start, pos))
         end = int(file_end[fi])
-        tail = image_footer(f.footer, groups)
+        tail = image_footer(f.footer, placed_groups)
         tails.append((base + end, tail))
         images.append(ImagePlan(base, end + len(tail), list(f.row_groups)))
-        base = _align(base + end + len(tail), align)
+        base = round_up(base + end + len(tail), align)
     file_base = np.array([im.base for im in images], np.int64)
 
     # jobs
@@ -270,10 +277,10 @@ def _jobs(placed, pages, file_base, slot_file, slot_chunk, cres, bases, chunks, 
     ordinal = page - cres[chunk, K.C_PLO]
     codec_of = [ch.rng.codec for ch in chunks]
     where_of = [ch.where for ch in chunks]
-    out = []
+    out: list[Job] = []
     append = out.append
     prev_s = prev_p = -1
-    loc = None
+    loc: PageLocation  # set by the first job: its page is always a new one
     for algo, src, size, d, dsize, crc, pre, c, o, s, p in zip(
         placed[:, K.J_ALGO].tolist(), placed[:, K.J_SRC].tolist(), placed[:, K.J_SRCSIZE].tolist(),
         dst.tolist(), placed[:, K.J_DSTSIZE].tolist(), placed[:, K.J_CRC].tolist(), placed[:, K.J_PRE].tolist(),

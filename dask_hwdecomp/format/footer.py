@@ -7,14 +7,13 @@ import struct as _struct
 from dataclasses import dataclass
 
 from ..errors import CorruptMetadataError, PageLocation
-from .structs import Codec, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
+from .structs import CODEC_NAMES, Codec, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
 from .thrift import Struct, T, ThriftError, decode_struct
 
 __all__ = ["Footer", "parse_footer", "read_footer", "TAIL_GUESS"]
 
 TAIL_GUESS = 64 * 1024
 _DECODED_CODECS = frozenset(c.value for c in Codec if c != Codec.LZO)
-CODEC_NAMES = {c.value: c.name for c in Codec}
 _PARQUET_MR = re.compile(rb"\s*parquet-mr(?:\s+version\s+(\d+)(?:\.(\d+))?(?:\.(\d+))?)?", re.IGNORECASE)
 MAGIC = b"PAR1"
 ENCRYPTED_MAGIC = b"PARE"

@@ -21,8 +21,15 @@ from ..errors import CorruptPageError, PageLocation
 from .codecs import Algo, plan_body
 from .footer import Footer
 from .pages import DECODED_PAGE_TYPES, ChunkRange, Page, check_page_crc
-from .structs import ColumnChunk, ColumnMetaData, DataPageHeaderV2, FileMetaData
-from .structs import PageHeader, PageType, RowGroup
+from .structs import (
+    ColumnChunk,
+    ColumnMetaData,
+    DataPageHeaderV2,
+    FileMetaData,
+    PageHeader,
+    PageType,
+    RowGroup,
+)
 from .thrift import Struct, T, encode_struct
 
 __all__ = ["Job", "PageCrc", "ChunkPages", "FileLayout", "ChunkPlacement", "build_layout", "image_footer",

@@ -11,8 +11,15 @@ import zlib
 from dataclasses import dataclass
 
 from ..errors import ChecksumError, CorruptMetadataError, LimitExceededError, PageLocation
-from .structs import ColumnChunk, ColumnMetaData, DataPageHeader, DataPageHeaderV2
-from .structs import DictionaryPageHeader, PageHeader, PageType
+from .structs import (
+    ColumnChunk,
+    ColumnMetaData,
+    DataPageHeader,
+    DataPageHeaderV2,
+    DictionaryPageHeader,
+    PageHeader,
+    PageType,
+)
 from .thrift import Struct, T, ThriftError, decode_struct
 
 __all__ = ["Page", "ChunkRange", "chunk_range", "scan_chunk", "check_page_crc", "page_crc_error", "page_crc",

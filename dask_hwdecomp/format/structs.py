@@ -116,3 +116,7 @@ class Codec(IntEnum):
     LZ4 = 5
     ZSTD = 6
     LZ4_RAW = 7
+
+
+# codec id -> its name in parquet.thrift ("SNAPPY"), for messages and reports
+CODEC_NAMES = {c.value: c.name for c in Codec}

@@ -13,6 +13,7 @@ raises :class:`ThriftError`, never another exception.
 from __future__ import annotations
 
 import struct as _struct
+from typing import NoReturn
 
 from ..errors import CorruptMetadataError
 
@@ -67,10 +68,7 @@ class Struct(dict):
         item = self.get(fid)
         return default if item is None else item[1]
 
-    def set_value(self, fid: int, ttype: int, value) -> None:
-        self[fid] = (ttype, value)
-
-    def copy(self) -> "Struct":  # shallow copy, same type
+    def copy(self) -> Struct:  # shallow copy, same type
         return Struct(self)
 
 
@@ -93,7 +91,7 @@ class RawStruct:
         return f"RawStruct({len(self.encoded)} bytes)"
 
 
-def _fail(what: str, pos: int):
+def _fail(what: str, pos: int) -> NoReturn:
     raise ThriftError(f"thrift: {what} at byte {pos}")
 
 
@@ -211,7 +209,7 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
         for t in (ktype, vtype):
             if t not in _ELEMENT_TYPES and t not in (T.TRUE, T.FALSE):
                 _fail(f"unknown map element type {t}", pos)
-        items = []
+        pairs = []
         for _ in range(n):
             if ktype in (T.TRUE, T.FALSE):
                 k, pos = _bool_elem(b, pos, end)
@@ -221,8 +219,8 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
                 v, pos = _bool_elem(b, pos, end)
             else:
                 v, pos = _value(b, pos, end, vtype, depth + 1)
-            items.append((k, v))
-        return (_canon(ktype), _canon(vtype), items), pos
+            pairs.append((k, v))
+        return (_canon(ktype), _canon(vtype), pairs), pos
     _fail(f"unknown type {ttype}", pos)
 
 

@@ -84,11 +84,11 @@ def zstd_with_checksum(frame: bytes, content: bytes) -> bytes:
 
     ``frame`` must be one frame without a checksum (cramjam's output).
     """
-    frame = bytearray(frame)
-    if frame[4] & 0x04:
+    edited = bytearray(frame)
+    if edited[4] & 0x04:
         raise ValueError("the frame already has a checksum")
-    frame[4] |= 0x04
-    return bytes(frame) + struct.pack("<I", xxh64(content) & 0xFFFFFFFF)
+    edited[4] |= 0x04
+    return bytes(edited) + struct.pack("<I", xxh64(content) & 0xFFFFFFFF)
 
 
 _BLOCK = 128 << 10  # Zstd's largest block
@@ -119,7 +119,7 @@ def content_checksum_matches(content, expected: int) -> bool:
     frame = b"".join(parts)
     out = np.empty(max(n, 1), dtype=np.uint8)
     try:
-        cramjam.zstd.decompress_into(frame, out)
+        cramjam.zstd.decompress_into(frame, out.data)
     except Exception as exc:  # cramjam.DecompressionError: the checksum differs
         if "checksum" in str(exc):
             return False

@@ -19,16 +19,16 @@ host over the batch's host buffers after the synchronisation.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
+from ..rounding import round_up
+from .staging import DEVICE_ALIGN
+
 __all__ = ["CrcCheck", "Mismatch", "crc_checks", "CrcRun"]
 
-
-def _up(n: int, a: int = 256) -> int:
-    return (n + a - 1) // a * a
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,12 @@ class CrcRun:
         self.checks = list(checks)
         self.on_device = checksummer is not None and bool(self.checks)
         self._sum = checksummer
-        self._host = None
+        self._host: memoryview | None = None  # set by the launch, read after the synchronisation
 
     @property
     def device_bytes(self) -> int:
         m = len(self.checks)
-        return _up(16 * m) + _up(4 * m) if self.on_device else 0
+        return round_up(16 * m, DEVICE_ALIGN) + round_up(4 * m, DEVICE_ALIGN) if self.on_device else 0
 
     @property
     def host_bytes(self) -> int:
@@ -118,7 +118,7 @@ class CrcRun:
         up = np.frombuffer(host_view, dtype=np.uint64, count=2 * m)
         up[:m] = np.fromiter((c.offset for c in self.checks), dtype=np.uint64, count=m) + np.uint64(base)
         up[m:] = np.fromiter((c.size for c in self.checks), dtype=np.uint64, count=m)
-        d_out = scratch + _up(16 * m)
+        d_out = scratch + round_up(16 * m, DEVICE_ALIGN)
         ops.htod(scratch, host_ptr, 16 * m, stream)
         self._sum.crc32_batch(scratch, scratch + 8 * m, m, d_out, max(max(c.size for c in self.checks), 1), stream)
         ops.dtoh(host_ptr + 16 * m, d_out, 4 * m, stream)
@@ -132,6 +132,8 @@ class CrcRun:
         """
         m = len(self.checks)
         if self.on_device:
+            if self._host is None:
+                raise RuntimeError("mismatches() before the device checksums were launched")
             actual = np.frombuffer(self._host, dtype=np.uint32, count=m, offset=16 * m).tolist()
         else:
             actual = [zlib.crc32(host_bytes(c)) for c in self.checks]

@@ -1,6 +1,6 @@
 """The CUDA hardware decompression engine, exactly per its documented contract.
 
-Everything about ``cuMemBatchDecompressAsync`` lives here (gpu-facts.md §1):
+Everything about ``cuMemBatchDecompressAsync`` lives here:
 
 * the call: ``cuda.bindings._v2.driver.mem_batch_decompress_async(params,
   count, flags, stream)`` where ``_v2`` exists (cuda-bindings >= 13.5; plain
@@ -31,11 +31,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BackendUnavailableError
+from ..format.codecs import Algo
 from .check import CudaError, check
 from .device import Device
 from .ops import CudaOps, DeviceAllocation
 
-__all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BITS", "engine_capabilities",
+__all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BIT", "engine_capabilities",
            "check_params_dtype", "TESTED_BINDINGS"]
 
 # The cuda-bindings series whose private ``_v2`` module this was written
@@ -43,7 +44,9 @@ __all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BITS", "engi
 TESTED_BINDINGS = "13.5"
 _SIZE_MAX = (1 << 64) - 1
 
-ALGO_BITS = {"deflate": 1, "snappy": 2, "lz4": 4}
+# CUmemDecompressAlgorithm: the bit of each bitstream in the params' algo
+# field and in MEM_DECOMPRESS_ALGORITHM_MASK.
+ALGO_BIT = {Algo.DEFLATE: 1, Algo.SNAPPY: 2, Algo.LZ4: 4}
 
 # The layout of CUmemDecompressParams; equal to the _v2 module's
 # mem_decompress_params_dtype (asserted when that exists).
@@ -78,8 +81,10 @@ class EngineCallError(CudaError):
 
 
 def _layout(dtype: np.dtype) -> tuple:
-    fields = dtype.fields
-    return tuple((name, fields[name][1], fields[name][0].itemsize) for name in dtype.names), dtype.itemsize
+    fields, names = dtype.fields, dtype.names
+    if fields is None or names is None:
+        raise TypeError(f"{dtype} is not a structured dtype")
+    return tuple((name, fields[name][1], fields[name][0].itemsize) for name in names), dtype.itemsize
 
 
 def check_params_dtype(dtype, version: str) -> None:

@@ -1,7 +1,8 @@
 """Pinned host buffers from a capped, reused pool; grow-only device arenas.
 
 Pinned allocation is slow (milliseconds per call) and pageable copies run
-at a sixth of the speed (gpu-facts.md §3), so host buffers are pinned once
+at a sixth of the speed (on an H200: 7 to 9.5 GB/s pageable, 55 GB/s
+pinned, each way), so host buffers are pinned once
 and reused: in steady state a read allocates nothing. The pool is capped;
 past the cap it hands out ordinary (pageable) memory rather than block a
 reader that already holds buffers, and counts it in ``stats()``.
@@ -51,9 +52,11 @@ class PinnedBuffer:
     def __init__(self, pool, block, nbytes: int):
         self._pool = pool
         self._block = block
+        self._array: np.ndarray | None
+        self.view: memoryview | None
         if block is None:
             self._array = np.empty(max(nbytes, 1), dtype=np.uint8)
-            self.view = memoryview(self._array)[:nbytes]
+            self.view = self._array.data[:nbytes]
             self.ptr = int(self._array.ctypes.data)
             self.pinned = False
         else:

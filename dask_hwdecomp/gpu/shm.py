@@ -3,7 +3,8 @@
 The parent (a worker, or any process calling ``read_table``) fetches file
 bytes straight into buffers from a :class:`SharedPool`; the sidecar that owns
 the GPU maps the same memory and registers it as pinned, once per segment,
-so its copies to and from the device run at pinned speed (gpu-facts.md §3).
+so its copies to and from the device run at pinned speed (about six times
+the pageable speed; see :mod:`dask_hwdecomp.gpu.memory`).
 
 A segment is an anonymous ``memfd`` (not a file in ``/dev/shm``, whose size
 containers often cap at 64 MiB) mapped ``MAP_SHARED``. The sidecar opens
@@ -19,7 +20,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .pool import CappedPool, size_class
 
@@ -54,11 +55,11 @@ class SharedSegment:
         self.fd = os.memfd_create(f"hwdecomp-{seg_id}", os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.fd, self.nbytes)
-            self._mmap = mmap.mmap(self.fd, self.nbytes)
+            self._mmap: mmap.mmap | None = mmap.mmap(self.fd, self.nbytes)
         except BaseException:
             os.close(self.fd)
             raise
-        self.view = memoryview(self._mmap)
+        self.view: memoryview = memoryview(self._mmap)
         import numpy as np
 
         self.address = int(np.frombuffer(self.view, dtype=np.uint8).ctypes.data)
@@ -73,11 +74,12 @@ class SharedSegment:
             return
         fd, self.fd = self.fd, -1
         self.view.release()
+        mapping, self._mmap = self._mmap, None
         try:
-            self._mmap.close()
+            if mapping is not None:
+                mapping.close()
         except BufferError:
             pass  # exported slices remain; the mmap object unmaps when they go
-        self._mmap = None
         os.close(fd)
 
 
@@ -95,11 +97,11 @@ class SharedBuffer:
 
     pinned = False
 
-    def __init__(self, pool: "SharedPool", segment: SharedSegment, nbytes: int, keep: bool):
+    def __init__(self, pool: SharedPool, segment: SharedSegment, nbytes: int, keep: bool):
         self._pool = pool
-        self.segment = segment
+        self.segment: SharedSegment | None = segment
         self._keep = keep
-        self.view = segment.view[:nbytes]
+        self.view: memoryview | None = segment.view[:nbytes]
 
     def close(self) -> None:
         """Give the segment back to the pool (idempotent)."""
@@ -107,7 +109,8 @@ class SharedBuffer:
         if segment is None:
             return
         try:
-            self.view.release()
+            if self.view is not None:
+                self.view.release()
         except BufferError:  # the caller still exports it (e.g. a numpy array)
             pass
         self.view = None

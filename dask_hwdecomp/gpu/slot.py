@@ -6,7 +6,9 @@ outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
 one synchronisation, then the per-job results are read on the host. With
 page CRC-32s (``verify_checksums``) those run first, with a synchronisation
 of their own, and a page whose stored bytes fail never reaches the decoder.
-Everything of a batch is on the slot's one stream (gpu-facts.md §2 hazard a).
+Everything of a batch is on the slot's one stream: a host-to-device copy on
+another stream raced with nvCOMP and gave wrong output (docs/gpu.md, "Known
+nvCOMP 6.0 hazards").
 
 The arena holds the launcher's scratch (metadata, result slots) first, then
 the batch's inputs and outputs, then ``guard_bytes`` the launcher asks for:
@@ -20,14 +22,16 @@ too, no output of it is trusted: all its jobs are returned as failed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
+from ..rounding import round_up
 from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
-from .staging import DEVICE_ALIGN, Part, _up, place
+from .staging import DEVICE_ALIGN, Part, place
 
 __all__ = ["Slot", "Launcher", "Failure"]
 
@@ -134,13 +138,13 @@ class Slot:
         outputs = CrcRun([c for c in checks if c.kind != "page"], checksummer)
         # Arena: the launcher's scratch and each CRC run's, then the inputs
         # and outputs, then the launcher's guard (see the module docstring).
-        pages_dev = _up(dev_bytes)
-        outputs_dev = pages_dev + _up(pages.device_bytes)
-        head = _up(outputs_dev + outputs.device_bytes)
+        pages_dev = round_up(dev_bytes, DEVICE_ALIGN)
+        outputs_dev = pages_dev + round_up(pages.device_bytes, DEVICE_ALIGN)
+        head = round_up(outputs_dev + outputs.device_bytes, DEVICE_ALIGN)
         guard = getattr(launcher, "guard_bytes", 0)
         base = self.arena.ensure(head + plan.nbytes + guard + DEVICE_ALIGN)
         data = base + head
-        pages_host = _up(host_bytes, 8)
+        pages_host = round_up(host_bytes, 8)
         outputs_host = pages_host + pages.host_bytes
         host_ptr, host_view = host = self.scratch.ensure(max(outputs_host + outputs.host_bytes, 1))
         src_addr = [address_of(p.src) for p in parts]

@@ -21,21 +21,20 @@ another backend of the same read) or the gap exceeds :data:`MAX_GAP`.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..format.layout import Job
+from ..rounding import round_up
 
 __all__ = ["Part", "Placement", "place", "MAX_GAP", "DEVICE_ALIGN"]
 
 MAX_GAP = 64 << 10
 DEVICE_ALIGN = 256
 
-
-def _up(n: int, a: int = DEVICE_ALIGN) -> int:
-    return (n + a - 1) // a * a
 
 
 @dataclass
@@ -50,7 +49,7 @@ class Part:
     src: memoryview
     dst: memoryview
     protect: Sequence[tuple[int, int]] = ()
-    owner: object = None  # whatever the batcher uses to hand results back
+    owner: Any = None  # whatever the batcher uses to hand results back
 
     @property
     def out_bytes(self) -> int:
@@ -166,7 +165,7 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
                 src_dev[index[(p, i)]] = at + job.src_offset - lo
                 if job.page_crc is not None:
                     page_dev[index[(p, i)]] = at + job.page_crc.offset - lo
-                pos = _up(at + hi - lo)
+                pos = round_up(at + hi - lo, DEVICE_ALIGN)
             else:
                 runs_in.append((lo, hi, i))
         runs_in.sort()
@@ -177,11 +176,11 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
                 src_dev[index[(p, i)]] = pos + job.src_offset - start
                 if job.page_crc is not None:
                     page_dev[index[(p, i)]] = pos + job.page_crc.offset - start
-            pos = _up(pos + end - start)
+            pos = round_up(pos + end - start, DEVICE_ALIGN)
         outs = sorted((j.dst_offset, j.dst_offset + j.dst_size, i) for i, j in enumerate(part.jobs))
         for start, end, members in _runs(outs, _barrier(part.protect)):
             d2h.append((p, pos, start, end - start))
             for i in members:
                 dst_dev[index[(p, i)]] = pos + part.jobs[i].dst_offset - start
-            pos = _up(pos + end - start)
+            pos = round_up(pos + end - start, DEVICE_ALIGN)
     return Placement(jobs, part_of, src_dev, dst_dev, page_dev, h2d, d2h, pos)

@@ -26,7 +26,7 @@ Sidecar to parent::
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -9,14 +9,15 @@ The batch owns its host buffers and frees them on ``close``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 
 from ..decompress.routing import Router
 from ..errors import LimitExceededError, PageLocation
 from ..format.fastlayout import ChunkSpec, FileSpec, ImagePlan, lay_out_batch, reference_layout
+from ..format.footer import Footer
 from ..options import Options
 from ..report import ReadReport
 from .fetch import Range, coalesce, fetch_into
@@ -29,10 +30,6 @@ _ALIGN = 64
 # The compiled scan and layout (False: the Python reference path, for tests
 # comparing the two).
 FAST_SCAN = True
-
-
-def _align(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 @dataclass
@@ -124,7 +121,7 @@ def decompress_pieces(
         # 2. walk pages, lay out every image
         with report.stage("scan"):
             files = [
-                FileSpec(plan.footer, list(plan.row_groups),
+                FileSpec(_footer(plan), list(plan.row_groups),
                          [ChunkSpec(rg, col, rng, where, chunk_src[(i, j)])
                           for j, (rg, col, rng, where) in enumerate(plan.chunks)])
                 for i, plan in enumerate(plans)
@@ -153,8 +150,8 @@ def decompress_pieces(
         with report.stage("scan"):
             layout.fill(dst, src)
         images = [
-            Image(plan, pa.py_buffer(dst[l.base : l.base + l.size]), l.row_groups)
-            for plan, l in zip(plans, layout.images)
+            Image(plan, pa.py_buffer(dst[image.base : image.base + image.size]), image.row_groups)
+            for plan, image in zip(plans, layout.images)
         ]
         report.files += len(plans)
         return DecompressedBatch(images, buffers)
@@ -162,6 +159,12 @@ def decompress_pieces(
         for b in buffers:
             b.close()
         raise
+
+
+def _footer(plan: PiecePlan) -> Footer:
+    if plan.footer is None:  # the planner gives pyarrow the pieces without one
+        raise ValueError(f"{plan.piece.path}: a piece without a footer has no pages to decompress")
+    return plan.footer
 
 
 def _check_batch_size(total: int, layouts: list[ImagePlan], plans: list[PiecePlan], options: Options) -> None:

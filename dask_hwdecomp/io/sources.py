@@ -14,7 +14,6 @@ filesystem the page path fetches byte ranges through.
 from __future__ import annotations
 
 import inspect
-
 import io
 import os
 import re

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import time
 
+import dask.dataframe as dd
 import pyarrow.parquet as pq
 import pytest
 
-import dask.dataframe as dd
 from dask_hwdecomp import hwdecomp
 from dask_hwdecomp.engine.metrics import cluster_metrics
 from dask_hwdecomp.engine.plugin import HwdecompPlugin
+
 from helpers import assert_tables_equal, matrix_table
 
 GPU_CODECS = {"snappy": "SNAPPY", "gzip": "GZIP", "lz4": "LZ4_RAW", "zstd": "ZSTD"}
@@ -49,7 +50,7 @@ def _check_cluster(client, datasets):
     for route in routes.values():
         assert route["snappy"][0] in ("hardware", "nvcomp"), route
         assert route["zstd"][0] == "nvcomp", route
-    for codec, path in datasets.items():
+    for path in datasets.values():
         ours = dd.read_parquet(path, engine=hwdecomp, dtype_backend="pyarrow").compute()
         ref = dd.read_parquet(path, engine="pyarrow", dtype_backend="pyarrow").compute()
         import pyarrow as pa

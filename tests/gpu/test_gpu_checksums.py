@@ -18,8 +18,9 @@ import dask_hwdecomp
 from dask_hwdecomp.errors import ChecksumError
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.format.layout import PageCrc
+
 import checksum_cases as cc
-from helpers import assert_tables_equal
+from helpers import PYARROW_ERRORS, assert_tables_equal
 from pagegen import make_batch, run_batch
 
 pytestmark = pytest.mark.gpu
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.gpu
 def _refused_by_both(path, case, tmp_path, *, pyarrow_kw=None, **ours):
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(case.data)
-    with pytest.raises(Exception):
+    with pytest.raises(PYARROW_ERRORS):
         pq.read_table(bad, **(pyarrow_kw or {}))
     report = dask_hwdecomp.ReadReport()
     with pytest.raises(ChecksumError) as info:

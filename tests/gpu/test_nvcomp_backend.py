@@ -14,6 +14,7 @@ import pytest
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
+
 from corruption import MODES, corrupt
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 
@@ -93,5 +94,5 @@ def test_concurrent_threads_share_the_batcher(nvcomp_backend):
     parts = after["parts"] - before["parts"]
     batches = after["batches"] - before["batches"]
     assert parts == 24
-    assert 1 <= batches <= parts
+    assert batches < parts, "no call merged two callers' parts"
     print(f"24 calls from 8 threads ran as {batches} batches")
