@@ -32,8 +32,8 @@ class ImageFileSystem(AbstractFileSystem):
         valid while the filesystem is in use.
     """
 
-    # A new instance per piece: fsspec's instance cache would keep the image
-    # alive, and would hand one piece's image to another.
+    # A new instance per piece, never cached: fsspec's instance cache would
+    # keep every image alive after its batch is closed.
     cachable = False
 
     def __init__(self, fs: AbstractFileSystem, path: str, image: pa.Buffer) -> None:
@@ -41,11 +41,10 @@ class ImageFileSystem(AbstractFileSystem):
         self.fs = fs
         self.path = path
         self.image = image
-        # Hive partitioning and error messages read the path as the real
-        # filesystem spells it.
-        self.protocol = fs.protocol
 
     def _is_image(self, path: str) -> bool:
+        # pyarrow's FSSpecHandler passes the path back as dask gave it; a
+        # caller may add or drop the protocol.
         return path == self.path or self.fs._strip_protocol(path) == self.fs._strip_protocol(self.path)
 
     def info(self, path: str, **kwargs: Any) -> dict:
@@ -64,8 +63,3 @@ class ImageFileSystem(AbstractFileSystem):
                 raise PermissionError(f"{path}: the in-memory image is read-only")
             return pa.BufferReader(self.image)
         return self.fs.open(path, mode=mode, **kwargs)
-
-    def ukey(self, path: str) -> str:
-        if self._is_image(path):
-            return f"hwdecomp-image:{path}:{self.image.address}:{self.image.size}"
-        return self.fs.ukey(path)
