@@ -94,6 +94,34 @@ def test_fsspec_memory_filesystem(tmp_path):
     _compare("memory://hw/data.parquet")
 
 
+@pytest.mark.parametrize("kwargs", [{"filters": [("a", ">", 1500)]}, {"split_row_groups": True}], ids=str)
+def test_decode_reads_the_image_not_the_file_again(monkeypatch, kwargs):
+    # Hive keys and a row filter make dask build a dataset fragment for each
+    # piece; it must come from the image, so that the only reads of the data
+    # file while computing are the batch's own (one open per partition).
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    fs = fsspec.filesystem("memory")
+    for k in (1, 2):
+        table = pa.table({"a": np.arange(3000) + 3000 * k, "b": [str(i) for i in range(3000)]})
+        with fs.open(f"/hw-reopen/k={k}/data.parquet", "wb") as f:
+            pq.write_table(table, f, compression="zstd", row_group_size=1000)
+    path = "memory://hw-reopen"
+    ours = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options={"backend": "cpu"}, **kwargs)
+    ref = dd.read_parquet(path, engine="pyarrow", **kwargs).compute(scheduler="sync")
+    opened: list[str] = []
+    real_open = MemoryFileSystem._open
+
+    def counting_open(self, path, *args, **kw):
+        opened.append(path)
+        return real_open(self, path, *args, **kw)
+
+    monkeypatch.setattr(MemoryFileSystem, "_open", counting_open)
+    got = ours.compute(scheduler="sync")
+    pd.testing.assert_frame_equal(got, ref)
+    assert len(opened) == ours.npartitions, opened
+
+
 def test_one_batch_per_partition_and_report(dataset):
     with collect_reports() as report:
         dd.read_parquet(dataset, engine=hwdecomp, hwdecomp_options={"backend": "cpu"}).compute(scheduler="sync")

@@ -1,17 +1,22 @@
 """``HwdecompEngine``: dask's pyarrow Parquet engine with batched decompression.
 
-It overrides three methods of
-:class:`dask.dataframe.io.parquet.arrow.ArrowDatasetEngine`:
+It overrides four methods of
+:class:`dask.dataframe.io.parquet.arrow.ArrowDatasetEngine` (listed, with
+why, in :data:`DASK_SEAMS`):
 
 - :meth:`multi_support` is True, so dask hands all pieces of an output
   partition to one :meth:`read_partition` call;
+- :meth:`_collect_dataset_info` puts the options in force at
+  ``dd.read_parquet`` time into the graph;
 - :meth:`read_partition` decompresses every page of those pieces in one
   batch (:mod:`dask_hwdecomp.engine.prepare`), then lets the parent build
   the pandas partition exactly as it would;
-- :meth:`_read_table` reads a piece from its uncompressed in-memory image
-  through the same pyarrow calls the parent makes on the file, so columns,
-  filters, index, categories, partitions and dtype backends behave as with
-  ``engine="pyarrow"``.
+- :meth:`_read_table` calls the parent's with the filesystem replaced by an
+  :class:`~dask_hwdecomp.engine.imagefs.ImageFileSystem`, which serves the
+  piece's uncompressed in-memory image where dask opens the file, and the
+  row groups renumbered to the image's. dask's own code then reads it, so
+  columns, filters, index, categories, partitions and dtype backends behave
+  as with ``engine="pyarrow"``.
 
 With ``backend="auto"`` on a machine where no GPU backend can run,
 :meth:`read_partition` is the parent's, untouched: pyarrow reads and
@@ -20,17 +25,9 @@ decompresses, and the report names the backend ``pyarrow (no GPU)``.
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.dataset as pa_ds
-import pyarrow.parquet as pq
-from dask.dataframe.io.parquet.arrow import (
-    ArrowDatasetEngine,
-    _filters_to_expression,
-    _need_filtering,
-    _process_kwargs,
-    _wrapped_fs,
-)
+from typing import NamedTuple
+
+from dask.dataframe.io.parquet.arrow import ArrowDatasetEngine
 
 from ..decompress.routing import pyarrow_reads
 from ..io.decode import decode_errors
@@ -39,9 +36,52 @@ from ..io.reader import filter_columns
 from ..options import as_option_dict, current_options, graph_options
 from ..report import ReadReport, publish
 from . import metrics
+from .imagefs import ImageFileSystem
 from .prepare import current_images, needed_columns, piece_key, prepared_images
 
-__all__ = ["HwdecompEngine"]
+__all__ = ["HwdecompEngine", "DASK_SEAMS", "DaskSeam"]
+
+
+class DaskSeam(NamedTuple):
+    """A method of dask's ``ArrowDatasetEngine`` that the engine relies on."""
+
+    name: str
+    parameters: tuple[str, ...]
+    why: str
+
+
+# Every name of dask's the engine uses besides the public
+# dd.read_parquet arguments, with the parameters it relies on; a test
+# compares them with the installed dask, so an upgrade that changes one
+# fails loudly rather than reading wrongly.
+DASK_SEAMS: tuple[DaskSeam, ...] = (
+    DaskSeam(
+        "multi_support",
+        ("cls",),
+        "public engine hook: True hands all pieces of an output partition to one read_partition call",
+    ),
+    DaskSeam(
+        "read_partition",
+        ("cls", "fs", "pieces", "columns", "index", "dtype_backend", "categories", "partitions", "filters",
+         "schema", "kwargs"),
+        "public engine hook: decompresses the partition's pieces in one batch around the parent's read",
+    ),
+    DaskSeam(
+        "_collect_dataset_info",
+        ("cls", "paths", "fs", "categories", "index", "gather_statistics", "filters", "split_row_groups",
+         "blocksize", "aggregate_files", "ignore_metadata_file", "metadata_task_size", "parquet_file_extension",
+         "kwargs"),
+        "private: the one call that runs in the caller's context at dd.read_parquet time, where the options "
+        "in force are put into the graph",
+    ),
+    DaskSeam(
+        "_read_table",
+        ("cls", "path_or_frag", "fs", "row_groups", "columns", "schema", "filters", "partitions",
+         "partition_keys", "kwargs"),
+        "private: called once per piece by read_partition; the override only swaps in the image's filesystem "
+        "and row-group numbers (or times pyarrow's read without a GPU) and calls the parent",
+    ),
+)
 
 
 class HwdecompEngine(ArrowDatasetEngine):
@@ -171,72 +211,26 @@ class HwdecompEngine(ArrowDatasetEngine):
             return super()._read_table(
                 path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
             )
+        # dask reads the piece from its image: ImageFileSystem serves the
+        # image where dask opens the path, and the row groups are the
+        # image's own (row group i of the image is image.row_groups[i]).
+        local_rgs = row_groups if list(row_groups) == [None] else list(range(len(image.row_groups)))
+        read = dict(kwargs.get("read", {}))
+        # Precaching fetches byte ranges of a remote file; the image is in memory.
+        read.pop("open_file_options", None)
         report = _report.get(None) or ReadReport()
         with report.stage("decode"), decode_errors(image.plan.piece.path, image.row_groups, image.buffer):
-            return cls._read_image(
-                image, path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
+            return super()._read_table(
+                path_or_frag,
+                ImageFileSystem(fs, path_or_frag, image.buffer),
+                local_rgs,
+                columns,
+                schema,
+                filters,
+                partitions,
+                partition_keys,
+                **{**kwargs, "read": read},
             )
-
-    @classmethod
-    def _read_image(
-        cls, image, path, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
-    ):
-        # Mirrors ArrowDatasetEngine._read_table, with the file replaced by
-        # its uncompressed image (row group i of the image is row_groups[i]).
-        local_rgs = list(range(len(image.row_groups)))
-        whole = row_groups == [None]
-        partitioning = kwargs.get("dataset", {}).get("partitioning", None)
-        missing_partitioning_info = (partitions and partition_keys is None) or (
-            partitioning and not isinstance(partitioning, (str, list))
-        )
-        if missing_partitioning_info or _need_filtering(filters, partition_keys):
-            ds = pa_ds.dataset(path, filesystem=_wrapped_fs(fs), **_process_kwargs(**kwargs.get("dataset", {})))
-            frags = list(ds.get_fragments())
-            assert len(frags) == 1
-            real = frags[0]
-            frag = real.format.make_fragment(
-                image.buffer,
-                partition_expression=real.partition_expression,
-                row_groups=None if whole else local_rgs,
-            )
-            raw_keys = pa_ds._get_partition_keys(real.partition_expression)
-            partition_keys = [(p.name, raw_keys[p.name]) for p in partitions]
-            cols = []
-            for name in columns:
-                if name is None:
-                    if "__index_level_0__" in schema.names:
-                        columns.append("__index_level_0__")
-                else:
-                    cols.append(name)
-            table = frag.to_table(
-                use_threads=False,
-                schema=schema,
-                columns=cols,
-                filter=_filters_to_expression(filters) if filters else None,
-            )
-        else:
-            read_kwargs = dict(kwargs.get("read", {}))
-            read_kwargs.pop("open_file_options", None)
-            read_kwargs.pop("pre_buffer", None)
-            pf = pq.ParquetFile(pa.BufferReader(image.buffer))
-            if whole:
-                table = pf.read(columns=columns, use_threads=False, use_pandas_metadata=True, **read_kwargs)
-            else:
-                table = pf.read_row_groups(
-                    local_rgs, columns=columns, use_threads=False, use_pandas_metadata=True, **read_kwargs
-                )
-        if partitions and isinstance(partitions, list):
-            keys_dict = {k: v for (k, v) in partition_keys}
-            for partition in partitions:
-                if partition.name not in table.schema.names:
-                    cat = keys_dict.get(partition.name, None)
-                    if not len(partition.keys):
-                        arr = pa.array(np.full(len(table), cat))
-                    else:
-                        cat_ind = np.full(len(table), partition.keys.get_loc(cat), dtype="i4")
-                        arr = pa.DictionaryArray.from_arrays(cat_ind, pa.array(partition.keys))
-                    table = table.append_column(partition.name, arr)
-        return table
 
 
 def _read_columns(columns, filters):
