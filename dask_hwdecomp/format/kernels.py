@@ -199,6 +199,18 @@ def _skip_struct(b, pos, end, depth, max_string, max_depth, lasts):
             return ERROR, pos
 
 
+@njit("int64(int64[:, ::1], int64, int64, int64, int64, int64, int64, boolean)", nogil=True, cache=True)
+def _record(tbl, nf, fid, ttype, start, end, val, canon):
+    """Write one decoded field as row ``nf`` of a field table; the next row."""
+    tbl[nf, F_ID] = fid
+    tbl[nf, F_TYPE] = ttype
+    tbl[nf, F_VSTART] = start
+    tbl[nf, F_VEND] = end
+    tbl[nf, F_VAL] = val
+    tbl[nf, F_CANON] = 1 if canon else 0
+    return nf + 1
+
+
 @njit(nogil=True, cache=True)
 def _fields1(b, pos, end, tbl, max_string, max_depth, lasts):
     """Fields of a struct nested once (decoded eagerly, its own structs skipped): (status, pos, count)."""
@@ -234,13 +246,7 @@ def _fields1(b, pos, end, tbl, max_string, max_depth, lasts):
             st, pos, val, canon = _scalar(b, pos, end, ttype, max_string)
             if st != OK:
                 return st, pos, nf
-        tbl[nf, F_ID] = fid
-        tbl[nf, F_TYPE] = ttype
-        tbl[nf, F_VSTART] = start
-        tbl[nf, F_VEND] = pos
-        tbl[nf, F_VAL] = val
-        tbl[nf, F_CANON] = 1 if canon else 0
-        nf += 1
+        nf = _record(tbl, nf, fid, ttype, start, pos, val, canon)
         last = fid
 
 
@@ -308,13 +314,7 @@ def _header(b, pos, end, tbl0, tbl8, tblx, hv, max_string, max_depth, lasts):
             st, pos, val, canon = _scalar(b, pos, end, ttype, max_string)
             if st != OK:
                 return st
-        tbl0[nf, F_ID] = fid
-        tbl0[nf, F_TYPE] = ttype
-        tbl0[nf, F_VSTART] = start
-        tbl0[nf, F_VEND] = pos
-        tbl0[nf, F_VAL] = val
-        tbl0[nf, F_CANON] = 1 if canon else 0
-        nf += 1
+        nf = _record(tbl0, nf, fid, ttype, start, pos, val, canon)
         last = fid
 
 

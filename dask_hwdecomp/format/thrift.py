@@ -142,6 +142,23 @@ def _size(b, pos: int, end: int, what: str) -> tuple[int, int]:
     return n, pos
 
 
+def _list_head(b, pos: int, end: int) -> tuple[int, int, int]:
+    """A list header: (element type code, element count, position after it).
+
+    The count is bounded by the bytes that remain (every element takes at
+    least one byte), so no list can make the reader allocate past its input.
+    """
+    if pos >= end:
+        _fail("unexpected end of data", pos)
+    head = b[pos]
+    pos += 1
+    n = head >> 4
+    if n == 15:
+        n, pos = _size(b, pos, end, "list")
+    elif n > end - pos:
+        _fail(f"list size {n} exceeds the bytes that remain", pos)
+    return head & 0x0F, n, pos
+
 def _bool_elem(b, pos: int, end: int) -> tuple[bool, int]:
     # Apache Thrift's compact reader (pyarrow's) takes a bool element as
     # true when its byte is 1 and false otherwise, never as an error.
@@ -175,16 +192,7 @@ def _value(b, pos: int, end: int, ttype: int, depth: int):
     if ttype == T.STRUCT:
         return _struct_at(b, pos, end, depth + 1)
     if ttype in (T.LIST, T.SET):
-        if pos >= end:
-            _fail("unexpected end of data", pos)
-        head = b[pos]
-        pos += 1
-        etype = head & 0x0F
-        n = head >> 4
-        if n == 15:
-            n, pos = _size(b, pos, end, "list")
-        elif n > end - pos:
-            _fail(f"list size {n} exceeds the bytes that remain", pos)
+        etype, n, pos = _list_head(b, pos, end)
         items = []
         if etype in (T.TRUE, T.FALSE):
             for _ in range(n):
@@ -240,16 +248,7 @@ def _list_as(b, pos: int, end: int, elem, depth: int):
     """
     if depth >= Limits.max_depth:
         _fail(f"nesting deeper than {Limits.max_depth}", pos)
-    if pos >= end:
-        _fail("unexpected end of data", pos)
-    head = b[pos]
-    pos += 1
-    declared = head & 0x0F
-    n = head >> 4
-    if n == 15:
-        n, pos = _size(b, pos, end, "list")
-    elif n > end - pos:
-        _fail(f"list size {n} exceeds the bytes that remain", pos)
+    declared, n, pos = _list_head(b, pos, end)
     if declared > _MAX_DECLARED_TYPE:
         _fail(f"unknown element type {declared}", pos)
     items = []
