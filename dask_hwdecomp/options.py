@@ -124,6 +124,11 @@ class Options:
         a second per 200 MiB of the batch) before it is taken for hung,
         killed and restarted; the batch's bad page is then found on the CPU
         and named in a :class:`~dask_hwdecomp.errors.CorruptPageError`.
+    service_dir : str
+        Directory of the GPU service sockets (mode 0700, this user's); empty:
+        ``$XDG_RUNTIME_DIR/dask-hwdecomp``, else ``/tmp/dask-hwdecomp-<uid>``.
+        Every process of a node that names the same directory and GPU shares
+        one service.
     """
 
     backend: str = "auto"
@@ -137,6 +142,7 @@ class Options:
     on_unsupported: str = "warn"
     batch_latency_ms: float = 2.0
     gpu_timeout_s: float = 60.0
+    service_dir: str = ""
 
     def __post_init__(self):
         for name in BYTE_SIZES:
@@ -157,6 +163,8 @@ class Options:
             raise ValueError("batch_latency_ms must be >= 0")
         if not self.gpu_timeout_s > 0:
             raise ValueError(f"gpu_timeout_s must be > 0, got {self.gpu_timeout_s!r}")
+        if not isinstance(self.service_dir, str):
+            raise ValueError(f"service_dir must be a string, got {self.service_dir!r}")
 
     def replace(self, **changes: Any) -> Options:
         """Return a copy with ``changes`` applied (unknown names raise)."""

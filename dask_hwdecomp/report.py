@@ -71,6 +71,10 @@ class ReadReport:
         in a batch whose outputs could not be trusted).
     batches : int
         Batched decompression calls made.
+    unreachable : dict
+        ``{backend: why}``: GPU backends whose service could not be reached
+        or started (``backend="auto"``); their pages were decompressed on
+        the CPU pool and counted under ``cpu``.
     """
 
     files: int = 0
@@ -80,6 +84,7 @@ class ReadReport:
     retries: list = field(default_factory=list)
     redone: dict = field(default_factory=lambda: defaultdict(int))
     batches: int = 0
+    unreachable: dict = field(default_factory=dict)
 
     def add_jobs(self, backend: str, codec: str, pages: int, jobs: int, cbytes: int, ubytes: int, seconds: float) -> None:
         s = self.by_backend[(backend, codec)]
@@ -109,6 +114,8 @@ class ReadReport:
         for backend, pages in other.redone.items():
             self.redone[backend] += pages
         self.batches += other.batches
+        for backend, why in other.unreachable.items():
+            self.unreachable.setdefault(backend, why)
         return self
 
     @property
@@ -132,6 +139,7 @@ class ReadReport:
             "fallbacks": [list(f) for f in self.fallbacks],
             "retries": list(self.retries),
             "redone": dict(self.redone),
+            "unreachable": dict(self.unreachable),
         }
 
     def summary(self) -> str:
@@ -152,6 +160,8 @@ class ReadReport:
             lines.append(f"retried on cpu: {why}")
         for backend, pages in sorted(self.redone.items()):
             lines.append(f"redone on cpu: {pages} page(s) that failed on {backend}")
+        for backend, why in sorted(self.unreachable.items()):
+            lines.append(f"read on cpu: the GPU service of {backend} could not be reached: {why}")
         return "\n".join(lines)
 
 

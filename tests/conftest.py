@@ -7,11 +7,21 @@ layers (the Dask engine) reuse them.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from helpers import FUZZ_STATS, assert_tables_equal, corpus_root, matrix_table, write_matrix
 
 __all__ = ["assert_tables_equal"]
+
+# GPU services that tests start import their backends from this directory
+# (sidecar_backends.py): a service is a fresh interpreter, which sees the
+# environment, not this process's sys.path.
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture(scope="session")

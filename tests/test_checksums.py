@@ -16,12 +16,12 @@ import zlib
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from service_backends import open_backend
 
 import dask_hwdecomp
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.gpubase import _check_zstd_content
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.decompress.isolated import IsolatedBackend
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.decompress.validate import zstd_frames
 from dask_hwdecomp.errors import ChecksumError, PageLocation
@@ -30,9 +30,9 @@ from dask_hwdecomp.format.layout import Job, PageCrc
 from dask_hwdecomp.format.xxh64 import content_checksum_matches, xxh64
 from dask_hwdecomp.gpu.checksums import crc_checks
 from dask_hwdecomp.gpu.staging import Part, place
-from dask_hwdecomp.gpu.wire import pack_jobs, unpack_jobs
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.service.wire import Run, pack_jobs, unpack_jobs
 
 import checksum_cases as cc
 from helpers import PYARROW_ERRORS
@@ -173,26 +173,28 @@ def test_cpu_backend_raises_the_same_checksum_errors():
 
 def test_wire_carries_both_crcs():
     jobs, _, _, _ = _checked_batch()
-    back = unpack_jobs(pack_jobs(jobs))
+    blob = pack_jobs(jobs)
+    end = max(max(j.src_offset + j.src_size, j.dst_offset + j.dst_size) for j in jobs)
+    back, _ = unpack_jobs(Run(1, 1, 0, end, 2, 0, end, len(jobs), 0), blob)
     assert [(j.crc32, j.page_crc) for j in back] == [(j.crc32, j.page_crc) for j in jobs]
 
 
-def test_sidecar_returns_a_checksum_error_naming_the_page():
+def test_service_returns_a_checksum_error_naming_the_page():
     jobs, src, dst_len, _ = _checked_batch()
     bad = [j for j in jobs if j.crc32 is not None][4]
     bad.crc32 ^= 1
-    with IsolatedBackend("test", "sidecar_backends:standin", OPTS, cap_bytes=64 << 20) as b:
+    with open_backend("standin", OPTS) as b:
         with pytest.raises(ChecksumError, match="gzip CRC-32") as info:
             run_batch(b, jobs, src, dst_len)
     assert info.value.location == bad.location
 
 
-def test_sidecar_recovery_keeps_a_checksum_error_a_checksum_error():
+def test_service_recovery_keeps_a_checksum_error_a_checksum_error():
     # The stand-in's process dies on the corrupt page; the CPU finds the bad page CRC.
     jobs, src, dst_len, _ = _checked_batch()
     bad = [j for j in jobs if j.page_crc is not None][2]
     src[bad.src_offset : bad.src_offset + bad.src_size] = bytes(bad.src_size)
-    with IsolatedBackend("test", "sidecar_backends:standin_dies", OPTS, cap_bytes=64 << 20) as b:
+    with open_backend("standin_dies", OPTS) as b:
         with pytest.raises(ChecksumError, match="page CRC-32") as info:
             run_batch(b, jobs, src, dst_len)
     assert info.value.location == bad.location

@@ -385,9 +385,7 @@ def test_gpu_extra_pins_the_tested_cuda_bindings():
 
 def _router(options, table):
     # A Router over given backends (the registry only knows the real engine).
-    router = Router.__new__(Router)
-    router.options = options
-    router._candidates = table
+    router = Router.over(options, table)
     return router
 
 

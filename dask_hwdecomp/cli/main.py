@@ -15,7 +15,7 @@ import sys
 
 from .errors import USER_ERRORS, UsageError
 
-SUBCOMMANDS = ("info", "demo", "selfcheck", "bench")
+SUBCOMMANDS = ("info", "demo", "selfcheck", "bench", "service")
 
 
 def build_parser() -> argparse.ArgumentParser:

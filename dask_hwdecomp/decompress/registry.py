@@ -5,11 +5,12 @@ here, else why not) and ``create(options) -> Backend``. The GPU modules are
 imported only when probed, so a machine without CUDA never imports it.
 Probes never create a CUDA context in this process.
 
-A GPU backend opened here is an
-:class:`~dask_hwdecomp.decompress.isolated.IsolatedBackend`: the module's
-``create`` runs in a sidecar process, so a page that kills a CUDA context
-kills only that process (see ``docs/gpu.md``). ``module.create`` in process
-is for the stand-in tests and the decompression benchmark.
+A GPU backend opened here is a
+:class:`~dask_hwdecomp.service.client.ServiceBackend`: the module's
+``create`` runs in the node's GPU service, one process per GPU shared by
+every reading process, so a page that kills a CUDA context kills no reader
+(see ``docs/gpu.md``). ``module.create`` in process is for the stand-in
+tests and the decompression benchmark.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ BACKEND_MODULES: dict[str, str | None] = {
 }
 
 _lock = threading.RLock()
-_open: dict[tuple, Any] = {}  # a CpuBackend or an IsolatedBackend per _key
+_open: dict[tuple, Any] = {}  # a CpuBackend or a ServiceBackend per _key
 _probes: dict[str, str | None] = {}
 
 
@@ -68,21 +69,24 @@ def _key(name: str, options: Options) -> tuple:
     if name == "cpu":
         return (name, options.cpu_threads)
     # GPU backends read these at creation (batcher latency, host CRC check,
-    # the sidecar's deadline).
+    # the deadline, where the service listens).
     return (name, options.streams, options.batch_bytes, options.batch_latency_ms, options.verify_checksums,
-            options.gpu_timeout_s)
+            options.cpu_threads, options.gpu_timeout_s, options.service_dir)
 
 
 def get_backend(name: str, options: Options):
     """The process's open backend ``name`` for these options (created once).
 
-    A GPU backend starts its sidecar process here (once per process and
-    options; a worker's ``HwdecompPlugin.setup`` pays it at start).
+    A GPU backend attaches to the node's GPU service here, starting it if
+    none runs (once per process and options; a worker's
+    ``HwdecompPlugin.setup`` pays it at start).
 
     Raises
     ------
     BackendUnavailableError
-        The backend cannot run here; the message says why.
+        The backend cannot run here; the message says why
+        (:class:`~dask_hwdecomp.service.rundir.ServiceUnreachable` when the
+        service cannot be reached or started).
     """
     with _lock:
         key = _key(name, options)
@@ -96,9 +100,9 @@ def get_backend(name: str, options: Options):
                 reason = probe(name)
                 if reason is not None:
                     raise BackendUnavailableError(f"backend {name!r} is not available: {reason}")
-                from .isolated import IsolatedBackend
+                from ..service.client import ServiceBackend
 
-                backend = IsolatedBackend(name, f"{gpu_module(name)}:create", options)
+                backend = ServiceBackend(name, options)
             _open[key] = backend
         return backend
 

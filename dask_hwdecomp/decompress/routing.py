@@ -3,7 +3,11 @@
 One explicit table per ``backend`` option lists, for each bitstream, the
 backends to try in order; the first that is available, decodes that
 bitstream and accepts the job's size takes the job. ``auto`` never fails for
-lack of a GPU; a named GPU backend that cannot run here raises.
+lack of a GPU: a GPU whose service cannot be reached or started is left out
+(at the start of a read, or for the rest of it when the service is lost
+and cannot be started again), its pages go to the CPU pool, and the read's
+report names it in ``unreachable``. A named GPU backend that cannot run
+here raises.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ..format.layout import Job
 from ..format.structs import CODEC_NAMES
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
+from ..service.rundir import ServiceUnreachable
 from . import registry
 from .cpu import decompress_one
 
@@ -86,12 +91,19 @@ class Router:
                     f"backend {options.backend!r} was requested but is not available: {reason}"
                 )
         self._candidates: dict[Algo, list] = {}
+        self.unreachable: dict[str, str] = {}
         for algo, names in table.items():
             usable = []
             for name in names:
-                if registry.probe(name) is not None:
+                if registry.probe(name) is not None or name in self.unreachable:
                     continue
-                backend = registry.get_backend(name, options)
+                try:
+                    backend = registry.get_backend(name, options)
+                except ServiceUnreachable as exc:
+                    if options.backend != "auto":
+                        raise
+                    self.unreachable[name] = exc.reason
+                    continue
                 if algo in backend.algorithms:
                     usable.append(backend)
             if not usable:
@@ -99,6 +111,19 @@ class Router:
                     f"no backend of {names} can decompress {algo.value} here"
                 )
             self._candidates[algo] = usable
+
+    @classmethod
+    def over(cls, options: Options, candidates: dict) -> Router:
+        """A router over given backends (``{Algo: [backend, ...]}``), not the registry's.
+
+        For backends the registry does not open: the stand-in engine in a
+        service of its own, a benchmark's in-process backend.
+        """
+        router = cls.__new__(cls)
+        router.options = options
+        router._candidates = dict(candidates)
+        router.unreachable = {}
+        return router
 
     def describe(self) -> dict:
         """``{bitstream: [backend names in order]}`` as routed here."""
@@ -129,6 +154,7 @@ class Router:
             A page does not decompress to its declared size (or, for GPU
             backends with ``cpu_retry``, not even on the CPU).
         """
+        report.unreachable.update({k: v for k, v in self.unreachable.items() if k not in report.unreachable})
         groups: dict[int, tuple] = {}
         for job in jobs:
             backend = self.backend_for(job)
@@ -151,6 +177,16 @@ class Router:
                     redone = backend.decompress(group, src, dst)
                 if redone:
                     report.redone[backend.name] += redone
+            except ServiceUnreachable as exc:
+                if self.options.backend != "auto":
+                    raise
+                # The service was lost and cannot be started again: the CPU reads.
+                self.unreachable[backend.name] = exc.reason
+                report.unreachable.setdefault(backend.name, exc.reason)
+                for job in group:
+                    decompress_one(job, src, dst)
+                _account(report, "cpu", group, time.perf_counter() - t0)
+                continue
             except CorruptPageError as exc:
                 # A checksum that fails is the data's fault, not the GPU's:
                 # the CPU would find the same bytes.

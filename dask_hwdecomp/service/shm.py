@@ -1,28 +1,30 @@
-"""Host memory shared with the GPU sidecar process, without copies.
+"""Host memory shared with the GPU service, without copies.
 
-The parent (a worker, or any process calling ``read_table``) fetches file
-bytes straight into buffers from a :class:`SharedPool`; the sidecar that owns
-the GPU maps the same memory and registers it as pinned, once per segment,
-so its copies to and from the device run at pinned speed (about six times
-the pageable speed; see :mod:`dask_hwdecomp.gpu.memory`).
+A reading process (a worker, or any caller of ``read_table``) fetches file
+bytes straight into buffers from a :class:`SharedPool`; the GPU service maps
+the same memory and registers it as pinned, once per segment, so its copies
+to and from the device run at pinned speed (about six times the pageable
+speed; see :mod:`dask_hwdecomp.gpu.memory`).
 
 A segment is an anonymous ``memfd`` (not a file in ``/dev/shm``, whose size
-containers often cap at 64 MiB) mapped ``MAP_SHARED``. The sidecar opens
-``/proc/<parent pid>/fd/<fd>``: the fd stays open in the parent for as long
-as the segment lives, so the path always names that segment while a request
-uses it. Segments are never sent by value; a request names them by id.
+containers often cap at 64 MiB, and which any process could open by name)
+mapped ``MAP_SHARED``. Its descriptor is passed to the service over the
+service's socket (:class:`~dask_hwdecomp.service.wire.Share`), once per
+connection; afterwards requests name it by id.
 
-Nothing here touches CUDA: the sidecar passes its registration function in.
+Nothing here touches CUDA: the service passes its registration function in.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import stat
 import threading
 from collections.abc import Callable
+from typing import NamedTuple
 
-from .pool import CappedPool, size_class
+from ..gpu.pool import CappedPool, size_class
 
 __all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap"]
 
@@ -92,7 +94,7 @@ class SharedBuffer:
         Writable bytes, exactly the size asked for.
     segment : SharedSegment
     pinned : bool
-        Always False here: the sidecar pins the segment in its own process.
+        Always False here: the GPU service pins the segment in its own process.
     """
 
     pinned = False
@@ -130,10 +132,10 @@ class SharedPool(CappedPool):
     ----------
     cap_bytes : int
         Most bytes kept in segments (lent and idle). Past the cap a request
-        still gets a shared segment (the sidecar must see it), freed when it
+        still gets a shared segment (the service must see it), freed when it
         is given back instead of kept; ``stats()["overflows"]`` counts them.
     on_free : callable, optional
-        ``on_free(seg_id)`` after a segment is freed (the sidecar unmaps it).
+        ``on_free(seg_id)`` after a segment is freed (the service unmaps it).
     """
 
     what = "shared host pool"
@@ -192,60 +194,76 @@ class SharedPool(CappedPool):
 
 
 class SegmentMap:
-    """The sidecar's side: the parent's segments, mapped and registered once.
+    """The service's side: one connection's segments, mapped and registered once.
 
     Parameters
     ----------
-    parent_pid : int
-        Whose ``/proc/<pid>/fd`` names the segments.
     register : callable, optional
         ``register(address, nbytes)`` returning a handle with ``close()``
         (page-locks the mapping for the GPU), or None.
     """
 
-    def __init__(self, parent_pid: int, register: Callable | None = None):
-        self.parent_pid = parent_pid
+    def __init__(self, register: Callable | None = None):
         self._register = register
         self._lock = threading.Lock()
-        self._maps: dict[int, tuple[mmap.mmap, memoryview, object]] = {}
+        self._maps: dict[int, _Mapped] = {}
         self.registrations = 0
         self.registration_failures = 0
 
-    def view(self, seg_id: int, fd: int, nbytes: int) -> memoryview:
-        """The whole segment ``seg_id`` (mapped on first use).
+    def add(self, seg_id: int, fd: int) -> None:
+        """Map the segment whose descriptor came with a ``Share`` (the fd is closed here).
 
-        A segment that cannot be registered is used unpinned (copies run at
-        pageable speed) and counted in ``registration_failures``.
+        Its size is the memfd's own, not what the client said. A segment that
+        cannot be registered is used unpinned (copies run at pageable speed)
+        and counted in ``registration_failures``.
 
         Raises
         ------
         OSError
-            The parent's fd cannot be opened (the parent is gone).
+            The descriptor cannot be mapped (not a shareable file).
         """
         with self._lock:
-            entry = self._maps.get(seg_id)
-            if entry is None:
-                with open(f"/proc/{self.parent_pid}/fd/{fd}", "r+b", buffering=0) as f:
-                    mm = mmap.mmap(f.fileno(), nbytes)
-                view = memoryview(mm)
-                handle = None
-                if self._register is not None:
-                    import numpy as np
+            known = seg_id in self._maps
+        if known:  # ids are never reused: the same segment again
+            os.close(fd)
+            return
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size <= 0:
+                raise OSError(f"segment {seg_id} is not a memory file")
+            mm = mmap.mmap(fd, st.st_size)
+        finally:
+            os.close(fd)
+        view = memoryview(mm)
+        handle = None
+        if self._register is not None:
+            import numpy as np
 
-                    try:
-                        handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), nbytes)
-                        self.registrations += 1
-                    except Exception:  # still correct unpinned, only slower: counted, not fatal
-                        self.registration_failures += 1
-                entry = self._maps[seg_id] = (mm, view, handle)
-            return entry[1]
+            try:
+                handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), len(view))
+                self.registrations += 1
+            except Exception:  # still correct unpinned, only slower: counted, not fatal
+                self.registration_failures += 1
+        with self._lock:
+            self._maps[seg_id] = _Mapped(mm, view, handle)
+
+    def view(self, seg_id: int) -> memoryview:
+        """The whole segment ``seg_id``.
+
+        Raises
+        ------
+        KeyError
+            No segment of that id was shared on this connection.
+        """
+        with self._lock:
+            return self._maps[seg_id].view
 
     def forget(self, seg_id: int) -> None:
         """Unregister and unmap one segment (unknown ids are ignored)."""
         with self._lock:
             entry = self._maps.pop(seg_id, None)
         if entry is not None:
-            _unmap(entry)
+            entry.close()
 
     def __len__(self) -> int:
         return len(self._maps)
@@ -255,17 +273,23 @@ class SegmentMap:
         with self._lock:
             entries, self._maps = list(self._maps.values()), {}
         for entry in entries:
-            _unmap(entry)
+            entry.close()
 
 
-def _unmap(entry) -> None:
-    mm, view, handle = entry
-    try:
-        if handle is not None:
-            handle.close()
-    finally:
-        view.release()
+class _Mapped(NamedTuple):
+    """A mapped segment, its whole view and its pinned registration (or None)."""
+
+    mm: mmap.mmap
+    view: memoryview
+    handle: object
+
+    def close(self) -> None:
         try:
-            mm.close()
-        except BufferError:  # a request still holds a slice; unmapped when it drops it
-            pass
+            if self.handle is not None:
+                self.handle.close()  # type: ignore[attr-defined]
+        finally:
+            self.view.release()
+            try:
+                self.mm.close()
+            except BufferError:  # a request still holds a slice; unmapped when it drops it
+                pass

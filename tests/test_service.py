@@ -1,9 +1,10 @@
-"""The GPU sidecar machinery, without a GPU (CI).
+"""The GPU service machinery, without a GPU (CI).
 
-The sidecar hosts the real CPU backend, or the real GPU backend code over the
+The service hosts the real CPU backend, or the real GPU backend code over the
 engine stand-in (``standin_engine.StandinEngine``) with the faults nvCOMP 6.0
 showed on corrupt pages on the H200: the process dies, the call hangs, an
-illegal address. Every test runs real child processes and shared memory.
+illegal address. Every test runs real service processes, sockets and shared
+memory, in a service directory of its own.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import time
 
 import numpy as np
 import pytest
+from service_backends import open_backend
 
-from dask_hwdecomp.decompress.isolated import IsolatedBackend
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
-from dask_hwdecomp.gpu.shm import SharedBuffer, SharedPool
 from dask_hwdecomp.options import Options, current_options
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.service.client import ServiceBackend
+from dask_hwdecomp.service.shm import SharedBuffer, SharedPool
 
 from corruption import corrupt
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
@@ -31,8 +33,8 @@ OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 
 
-def _open(factory: str, **changes) -> IsolatedBackend:
-    return IsolatedBackend("test", f"sidecar_backends:{factory}", OPTS.replace(**changes), cap_bytes=64 << 20)
+def _open(factory: str, **changes) -> ServiceBackend:
+    return open_backend(factory, OPTS.replace(**changes))
 
 
 @pytest.fixture
@@ -50,7 +52,7 @@ def _corrupt_batch(algo=Algo.SNAPPY, seed=5):
     return jobs, src, dst_len, broken[0]
 
 
-def test_sidecar_cpu_backend_runs_in_another_process():
+def test_service_cpu_backend_runs_in_another_process():
     with _open("cpu") as b:
         assert b.name == "cpu" and b.pid not in (None, os.getpid())
         jobs, src, dst_len, expected = make_batch([Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4, Algo.ZSTD], [3000] * 40, seed=1)
@@ -60,14 +62,14 @@ def test_sidecar_cpu_backend_runs_in_another_process():
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
 
 
-def test_sidecar_standin_engine_mirrors_capabilities_and_decodes(standin):
+def test_service_standin_engine_mirrors_capabilities_and_decodes(standin):
     assert standin.name == "hardware" and standin.overwrites_gaps
     assert standin.algorithms == frozenset(ENGINE_ALGOS) and standin.max_job_bytes > 0
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000, 100, 70_000] * 10, seed=2)
     assert_outputs(run_batch(standin, jobs, src, dst_len), jobs, expected)
 
 
-def test_sidecar_concurrent_callers_share_the_childs_batcher():
+def test_service_concurrent_callers_share_the_childs_batcher():
     # One stream, its first call held until all 8 parts are in it or queued:
     # merged, the 8 callers take 1 or 2 calls; one call each would be 8.
     with _open("standin_merging_8x30", streams=1) as b:
@@ -76,7 +78,7 @@ def test_sidecar_concurrent_callers_share_the_childs_batcher():
     assert stats["parts"] == 8 and stats["batches"] in (1, 2), stats
 
 
-def test_sidecar_segments_are_mapped_and_registered_once(standin):
+def test_service_segments_are_mapped_and_registered_once(standin):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [20_000] * 12, seed=6)
     for _ in range(3):
         run_batch(standin, jobs, src, dst_len)
@@ -89,7 +91,7 @@ def test_sidecar_segments_are_mapped_and_registered_once(standin):
     assert after["foreign_copies"] == 0 and after["restarts"] == 0
 
 
-def test_sidecar_foreign_buffers_are_staged_and_protect_holds(standin):
+def test_service_foreign_buffers_are_staged_and_protect_holds(standin):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [4000] * 6, seed=3)
     dst = bytearray(b"\xab" * dst_len)
     gap = (jobs[0].dst_offset + jobs[0].dst_size, jobs[1].dst_offset)
@@ -99,7 +101,7 @@ def test_sidecar_foreign_buffers_are_staged_and_protect_holds(standin):
     assert standin.stats()["foreign_copies"] == 2
 
 
-def test_sidecar_page_the_child_rejects_is_named_without_restart(standin):
+def test_service_page_the_child_rejects_is_named_without_restart(standin):
     pid = standin.pid
     jobs, src, dst_len, bad = _corrupt_batch()
     with pytest.raises(CorruptPageError) as err:
@@ -112,7 +114,7 @@ def test_sidecar_page_the_child_rejects_is_named_without_restart(standin):
     ("standin_dies", "died (exited with status -9)"),
     ("standin_illegal_address", "CUDA_ERROR_ILLEGAL_ADDRESS"),
 ])
-def test_sidecar_lost_child_names_the_page_and_restarts(factory, said):
+def test_service_lost_child_names_the_page_and_restarts(factory, said):
     with _open(factory) as b:
         pid = b.pid
         jobs, src, dst_len, bad = _corrupt_batch()
@@ -126,7 +128,7 @@ def test_sidecar_lost_child_names_the_page_and_restarts(factory, said):
         assert b.stats()["restarts"] == 1
 
 
-def test_sidecar_hung_child_is_killed_at_the_deadline():
+def test_service_hung_child_is_killed_at_the_deadline():
     with _open("standin_hangs", gpu_timeout_s=1.0) as b:
         jobs, src, dst_len, bad = _corrupt_batch()
         t0 = time.monotonic()
@@ -138,7 +140,7 @@ def test_sidecar_hung_child_is_killed_at_the_deadline():
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
 
 
-def test_sidecar_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
+def test_service_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
     with _open("standin_hangs", gpu_timeout_s=60.0) as b:
         bad_jobs, bad_src, bad_len, bad = _corrupt_batch(seed=8)
         good = make_batch(ENGINE_ALGOS, [5000] * 20, seed=9)
@@ -167,14 +169,12 @@ def test_sidecar_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
         assert_outputs(results["good"], good[0], good[3])
 
 
-def test_sidecar_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_it():
+def test_service_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_it():
     with _open("standin_broken_device") as b:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000] * 10, seed=4)
         with pytest.raises(CorruptPageError, match="twice .* the CPU decodes every page"):
             run_batch(b, jobs, src, dst_len)
-        router = Router.__new__(Router)  # a Router over this backend (the registry knows the real GPU only)
-        router.options = OPTS.replace(cpu_retry=True)
-        router._candidates = {a: [b] for a in ENGINE_ALGOS}
+        router = Router.over(OPTS.replace(cpu_retry=True), {a: [b] for a in ENGINE_ALGOS})
         report = ReadReport()
         dst = bytearray(dst_len)
         with b.host_buffer(len(src)) as s:
@@ -184,7 +184,7 @@ def test_sidecar_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_
         assert len(report.retries) == 1 and "CPU decodes" in report.retries[0]
 
 
-def test_sidecar_that_cannot_create_its_backend_says_why():
+def test_service_that_cannot_create_its_backend_says_why():
     with pytest.raises(BackendUnavailableError, match="CUDA_ERROR_NO_DEVICE"):
         _open("no_device")
 
@@ -194,15 +194,32 @@ def _fds() -> set[str]:
             if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
-def test_sidecar_close_reaps_the_child_and_frees_every_segment():
+def _gone(pid: int, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # our own child (a service this process started): reap it
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def test_service_exits_when_its_last_client_leaves_and_every_segment_is_freed():
     before = {fd for fd in _fds() if "hwdecomp" in fd}
     b = _open("standin")
-    proc = b._sidecar.proc
+    pid = b.pid
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 8, seed=1)
     assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
     held = b.host_buffer(1000)
     b.close()
-    assert proc.returncode == 0  # exited cleanly and reaped
+    assert _gone(pid)  # the last client left: the service exited
+    assert not b.address.socket.exists()
     held.close()  # lent past close: freed when given back
     assert {fd for fd in _fds() if "hwdecomp" in fd} == before
 
@@ -234,7 +251,7 @@ def test_gpu_timeout_option():
 
 
 @pytest.mark.parametrize("codec", ["snappy", "gzip", "lz4"])
-def test_sidecar_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_source, codec):
+def test_service_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_source, codec):
     import fsspec
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -250,9 +267,8 @@ def test_sidecar_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
     fs = fsspec.filesystem("file")
     plan = plan_piece(fs, Piece(str(path), None), None)
     with CpuBackend(2) as cpu:
-        router = Router.__new__(Router)  # the stand-in engine first, as "auto" routes a real one
-        router.options = OPTS
-        router._candidates = {a: ([standin] if a in standin.algorithms else []) + [cpu] for a in Algo}
+        # the stand-in engine first, as "auto" routes a real one
+        router = Router.over(OPTS, {a: ([standin] if a in standin.algorithms else []) + [cpu] for a in Algo})
         report = ReadReport()
         (batch,) = iter_batches(fs, [plan], router, OPTS, report)
         with batch:
@@ -263,7 +279,7 @@ def test_sidecar_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
 
 
 
-def test_sidecar_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
+def test_service_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
     from dask_hwdecomp.gpu.check import CudaError
 
     with _open("standin_illegal_address_every_call") as b:
@@ -275,7 +291,7 @@ def test_sidecar_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
         assert b.stats()["restarts"] == 1 and b.pid != pid
 
 
-def test_sidecar_reports_pages_the_engine_redid_on_the_cpu():
+def test_service_reports_pages_the_engine_redid_on_the_cpu():
     # The child's hardware backend redoes a failed engine operation on the
     # CPU; the count reaches this process and the read's report.
     with _open("standin_fails_7777") as b:
@@ -284,9 +300,7 @@ def test_sidecar_reports_pages_the_engine_redid_on_the_cpu():
             s.view[:] = src
             assert b.decompress(jobs, s.view, d.view) == 3
             assert_outputs(bytes(d.view), jobs, expected)
-        router = Router.__new__(Router)
-        router.options = OPTS
-        router._candidates = {a: [b] for a in ENGINE_ALGOS}
+        router = Router.over(OPTS, {a: [b] for a in ENGINE_ALGOS})
         with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
             s.view[:] = src
             report = ReadReport()

@@ -1,18 +1,35 @@
-"""Backends a GPU sidecar hosts in the CI tests of the isolation (no GPU).
+"""Backends a GPU service hosts in the CI tests of the isolation (no GPU).
 
-Each is a ``function(options)`` the sidecar process imports by name
-(``sidecar_backends:standin``): the real CPU backend, or the real GPU
+Each is a ``function(options)`` the service process imports by name
+(``service_backends:standin``): the real CPU backend, or the real GPU
 backend code over the engine stand-in (``standin_engine.StandinEngine``),
 with the faults nvCOMP was seen to have on corrupt pages.
+:func:`open_backend` attaches to a service hosting one of them.
 """
 
 from __future__ import annotations
+
+import tempfile
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.gpu.check import CudaError
 
 from standin_engine import StandinEngine, hold_first_call
+
+
+def open_backend(factory: str, options, service_dir: str | None = None, **kw):
+    """A ServiceBackend of a service hosting ``factory`` (a function here), in its own directory.
+
+    A directory per call (short: socket paths are limited to 107 bytes) keeps
+    tests from sharing a service unless they pass the same ``service_dir``.
+    """
+    from dask_hwdecomp.service.client import ServiceBackend
+
+    directory = service_dir or tempfile.mkdtemp(prefix="hwd-")
+    return ServiceBackend("test", options.replace(service_dir=directory),
+                          factories={"test": f"service_backends:{factory}"}, gpu="none",
+                          **{"cap_bytes": 64 << 20, **kw})
 
 
 def cpu(options):

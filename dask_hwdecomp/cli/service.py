@@ -1,0 +1,66 @@
+"""``hwdecomp service``: the node's GPU service, by hand.
+
+Readers start the service themselves and it exits once its last client has
+left; ``run`` keeps one in the foreground (``--persist``: even without
+clients), ``status`` lists the services of this user and what they serve,
+``stop`` asks them to finish their batches and exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("service", help="run, list or stop this node's GPU service", description=__doc__)
+    p.add_argument("action", choices=("run", "status", "stop"))
+    p.add_argument("--persist", action="store_true", help="run: keep serving when no client is attached")
+    p.add_argument("--idle-s", type=float, default=2.0, help="run: exit this long after the last client left")
+    p.add_argument("--json", action="store_true", help="status: print JSON")
+    p.set_defaults(func=run)
+
+
+def _sockets(directory):
+    return sorted(directory.glob("*.sock"))
+
+
+def run(args) -> int:
+    from ..options import current_options
+    from ..service import wire
+    from ..service.client import GPU_FACTORIES, query, service_command
+    from ..service.rundir import ServiceUnreachable, address_for, service_dir
+
+    opts = current_options()
+    if args.action == "run":
+        address = address_for(GPU_FACTORIES, opts.service_dir or None)
+        cmd, env = service_command(address, idle_s=args.idle_s, persist=args.persist)
+        print(f"hwdecomp service: GPU {address.gpu}, listening on {address.socket}", flush=True)
+        os.execvpe(cmd[0], cmd, env)  # a fresh interpreter that sees only this GPU
+    directory = service_dir(opts.service_dir or None)
+    found = []
+    for path in _sockets(directory):
+        try:
+            if args.action == "stop":
+                query(path, wire.Stop("hwdecomp service stop"))
+                found.append({"socket": str(path), "stopped": True})
+            else:
+                reply = query(path, wire.StatsRequest(0))
+                values = reply.values if isinstance(reply, wire.Stats) else {}
+                found.append({"socket": str(path), **values})
+        except (ServiceUnreachable, OSError, EOFError, wire.WireError):
+            continue  # a stale socket: its service is gone
+    if args.json:
+        print(json.dumps(found, indent=2))
+    elif not found:
+        print(f"no GPU service runs in {directory}")
+    for entry in found if not args.json else ():
+        if args.action == "stop":
+            print(f"stopped {entry['socket']}")
+        else:
+            print(f"pid {entry.get('service_pid')} GPU {entry.get('gpu')}: {entry.get('clients')} client(s), "
+                  f"{entry.get('hosted_backends')} backend(s), {entry.get('runs')} run(s), "
+                  f"{entry.get('refused')} refused ({entry['socket']})")
+    return 0

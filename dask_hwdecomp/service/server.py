@@ -1,0 +1,475 @@
+"""The GPU service: one process per GPU and user on a node, shared by every reader.
+
+It owns the only CUDA context on its GPU and hosts the GPU backends in it
+(the hardware engine and nvCOMP, created on first attach from the factory
+table it was started with). Every worker process of the node attaches over a
+Unix socket (:mod:`~dask_hwdecomp.service.rundir`); the pages of all tasks of
+all workers reach the same backend, whose batcher merges those that arrive
+within ``batch_latency_ms`` into one batched call per stream.
+
+Security: the socket sits in a directory of mode 0700, and each connection's
+peer credentials (``SO_PEERCRED``) must name this user, else it is refused
+and logged. Memory comes as file descriptors (:class:`~dask_hwdecomp.service.wire.Share`).
+A message that fails validation is refused and logged, never executed.
+
+Faults: a batch that fails as a whole (a CUDA error: nothing on the context
+can be trusted after an illegal address) is reported to its caller, and the
+service exits; a service that dies or hangs is killed by the client that
+waited for it. Clients start a fresh service on their next call
+(:mod:`~dask_hwdecomp.service.client`).
+
+Life: a reader starts the service when it finds none; the service exits a
+moment (``idle_s``) after its last client leaves, unless started to
+``persist`` (``hwdecomp service run --persist``) or told to ``Stop``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CorruptPageError
+from ..options import Options
+from . import wire
+from .rundir import ServiceAddress
+from .shm import SegmentMap
+
+__all__ = ["Service", "Peer", "peer_of", "bind", "listening"]
+
+logger = logging.getLogger(__name__)
+
+_CRED = struct.Struct("3i")
+
+
+@dataclass(frozen=True)
+class Peer:
+    """The process at the other end of a Unix socket, as the kernel says."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_of(sock: socket.socket) -> Peer:
+    """The kernel's credentials of ``sock``'s peer (``SO_PEERCRED``)."""
+    return Peer(*_CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)))
+
+
+def listening(path) -> bool:
+    """True if something accepts connections on the socket ``path``."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def bind(address: ServiceAddress) -> socket.socket | None:
+    """The service's listening socket, or None when another service already listens.
+
+    Taken under the address's lock file, so of services started at once
+    exactly one listens; a stale socket left by a killed service is replaced.
+    """
+    with open(address.lock, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if listening(address.socket):
+            return None
+        try:
+            os.unlink(address.socket)
+        except FileNotFoundError:
+            pass
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(str(address.socket))
+        finally:
+            os.umask(old)
+        sock.listen(256)
+        return sock
+
+
+def _load(factory: str):
+    module, _, func = factory.partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+_KEY_FIELDS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads")
+
+
+@dataclass
+class _Hosted:
+    """One backend the service hosts, and how many connections use it."""
+
+    backend: Any
+    users: int = 0
+
+
+@dataclass
+class _Counters:
+    connections: int = 0
+    refused: int = 0
+    runs: int = 0
+    failed_runs: int = 0
+
+
+class Service:
+    """The service of one address (see the module docstring).
+
+    Parameters
+    ----------
+    address : ServiceAddress
+    listener : socket.socket
+        From :func:`bind`; owned.
+    idle_s : float
+        Exit this long after the last client left.
+    persist : bool
+        Never exit for want of clients.
+    allowed_uid : int, optional
+        The only user who may attach (default: this process's).
+    """
+
+    def __init__(self, address: ServiceAddress, listener: socket.socket, idle_s: float = 2.0,
+                 persist: bool = False, allowed_uid: int | None = None):
+        self.address = address
+        self.factories: Mapping[str, str] = dict(address.factories)
+        self.idle_s = idle_s
+        self.persist = persist
+        self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
+        self._listener = listener
+        # Whose socket file is ours to remove at exit (a successor may have replaced it).
+        self._inode = os.stat(address.socket).st_ino
+        self._lock = threading.Lock()
+        self._hosted: dict[tuple, _Hosted] = {}
+        self._connections: set[_Connection] = set()
+        self._idle_since: float | None = time.monotonic()
+        self._stop = threading.Event()
+        self.counters = _Counters()
+
+    # -- the accept loop ---------------------------------------------------
+
+    def serve(self) -> int:
+        """Accept clients until stopped or idle; then close everything. Returns 0."""
+        self._listener.settimeout(0.1)
+        logger.info("hwdecomp service %d listening on %s (GPU %s, backends %s)", os.getpid(),
+                    self.address.socket, self.address.gpu, dict(self.factories))
+        try:
+            while not self._stop.is_set():
+                try:
+                    sock, _ = self._listener.accept()
+                except TimeoutError:
+                    self._exit_if_idle()
+                    continue
+                except OSError:
+                    break
+                self._welcome(sock)
+        finally:
+            self._shut()
+        return 0
+
+    def _welcome(self, sock: socket.socket) -> None:
+        sock.settimeout(None)
+        peer = peer_of(sock)
+        if peer.uid != self.allowed_uid:
+            self.counters.refused += 1
+            logger.warning("refused a connection from pid %d of uid %d: only uid %d may attach",
+                           peer.pid, peer.uid, self.allowed_uid)
+            try:
+                wire.send(sock, wire.Refused(-1, f"uid {peer.uid} may not attach to this service"))
+            except OSError:
+                pass
+            sock.close()
+            return
+        conn = _Connection(self, sock, peer)
+        with self._lock:
+            self._connections.add(conn)
+            self._idle_since = None
+            self.counters.connections += 1
+        conn.start()
+
+    def _exit_if_idle(self) -> None:
+        with self._lock:
+            idle = self._idle_since
+        if not self.persist and idle is not None and time.monotonic() - idle >= self.idle_s:
+            logger.info("no client for %.1f s: exiting", self.idle_s)
+            self._stop.set()
+
+    def stop(self, reason: str) -> None:
+        """Stop accepting; clients are disconnected once their runs finish."""
+        logger.info("stopping: %s", reason)
+        self._stop.set()
+
+    def _shut(self) -> None:
+        with open(self.address.lock, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if os.stat(self.address.socket).st_ino == self._inode:
+                    os.unlink(self.address.socket)
+            except OSError:
+                pass
+            self._listener.close()
+        with self._lock:
+            conns = list(self._connections)
+        for conn in conns:
+            conn.hang_up()
+        for conn in conns:
+            conn.join()
+        with self._lock:
+            hosted, self._hosted = list(self._hosted.values()), {}
+        for h in hosted:
+            _close_backend(h.backend)
+
+    # -- hosted backends ---------------------------------------------------
+
+    def attach(self, name: str, fields: dict) -> tuple[tuple, Any]:
+        """(key, backend) for a client; created on first use, shared after.
+
+        Raises
+        ------
+        wire.WireError
+            An unknown backend name or invalid options.
+        Exception
+            Whatever the factory raises (the backend cannot be created).
+        """
+        factory = self.factories.get(name)
+        if factory is None:
+            raise wire.WireError(f"this service hosts {sorted(self.factories)}, not {name!r}")
+        try:
+            options = Options(**fields)
+        except (TypeError, ValueError) as exc:
+            raise wire.WireError(f"invalid options: {exc}") from None
+        key = (name, *(getattr(options, f) for f in _KEY_FIELDS))
+        with self._lock:
+            hosted = self._hosted.get(key)
+            if hosted is None:
+                hosted = self._hosted[key] = _Hosted(_load(factory)(options))
+                logger.info("created backend %s for options %s", name, key[1:])
+            hosted.users += 1
+            return key, hosted.backend
+
+    def detach(self, key: tuple | None, conn: _Connection) -> None:
+        """A connection left: close its backend if nobody else uses it."""
+        closing = None
+        with self._lock:
+            self._connections.discard(conn)
+            hosted = self._hosted.get(key) if key is not None else None
+            if hosted is not None:
+                hosted.users -= 1
+                if hosted.users == 0:
+                    closing = self._hosted.pop(key).backend  # type: ignore[arg-type]
+            if not self._connections:
+                self._idle_since = time.monotonic()
+        if closing is not None:
+            _close_backend(closing)
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"service_pid": os.getpid(), "gpu": self.address.gpu,
+                    "clients": sum(1 for c in self._connections if c.key is not None),
+                    "hosted_backends": len(self._hosted), "connections": self.counters.connections,
+                    "refused": self.counters.refused, "runs": self.counters.runs}
+
+
+def _close_backend(backend) -> None:
+    try:
+        backend.close()
+    except Exception:  # closing the rest matters more
+        logger.exception("closing a backend failed")
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One client: its reader thread, its segments, its runs in flight."""
+
+    service: Service
+    sock: socket.socket
+    peer: Peer
+    key: tuple | None = None
+    backend: Any = None
+    segments: SegmentMap = field(default_factory=SegmentMap)
+    runs: set = field(default_factory=set)
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._serve, name=f"hwdecomp-client-{self.peer.pid}", daemon=True)
+        self.thread.start()
+
+    def send(self, msg: wire.Message) -> None:
+        try:
+            with self.send_lock:
+                wire.send(self.sock, msg)
+        except OSError:
+            pass  # the client is gone; its reader loop ends on EOF
+
+    def hang_up(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+
+    def join(self) -> None:
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+
+    def _refuse(self, rid: int, reason: str) -> None:
+        self.service.counters.refused += 1
+        logger.warning("refused a message from pid %d: %s", self.peer.pid, reason)
+        self.send(wire.Refused(rid, reason))
+
+    def _serve(self) -> None:
+        try:
+            if self._attach():
+                self._loop()
+        finally:
+            with self.lock:
+                runs = list(self.runs)
+            for t in runs:
+                t.join()
+            self.segments.close()
+            self.sock.close()
+            self.service.detach(self.key, self)
+
+    def _attach(self) -> bool:
+        try:
+            msg, _, fds = wire.receive(self.sock)
+        except (EOFError, OSError):
+            return False
+        except wire.WireError as exc:
+            self._refuse(-1, str(exc))
+            return False
+        for fd in fds:
+            os.close(fd)
+        if isinstance(msg, wire.StatsRequest):  # hwdecomp service status
+            self.send(wire.Stats(msg.rid, self.service.stats()))
+            return False
+        if isinstance(msg, wire.Stop):  # hwdecomp service stop
+            self.service.stop(f"asked by pid {self.peer.pid}: {msg.reason}")
+            return False
+        if not isinstance(msg, wire.Attach):
+            self._refuse(-1, f"the first message must be Attach, not {type(msg).__name__}")
+            return False
+        try:
+            self.key, self.backend = self.service.attach(msg.backend, dict(msg.options))
+        except wire.WireError as exc:
+            self._refuse(-1, str(exc))
+            return False
+        except BaseException as exc:  # the factory failed: the client raises it
+            logger.warning("backend %s cannot be created: %s: %s", msg.backend, type(exc).__name__, exc)
+            self.send(wire.Unavailable(type(exc).__name__, str(exc)))
+            return False
+        b = self.backend
+        register = getattr(b, "register_host", None)
+        self.segments = SegmentMap(register)
+        self.send(wire.Hello(b.name, sorted(a.value for a in b.algorithms), b.max_job_bytes,
+                             bool(getattr(b, "overwrites_gaps", False)), os.getpid()))
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                msg, blob, fds = wire.receive(self.sock)
+            except (EOFError, OSError):
+                return
+            except wire.FrameError as exc:
+                self._refuse(-1, str(exc))
+                return
+            except wire.WireError as exc:
+                self._refuse(-1, str(exc))
+                continue
+            if isinstance(msg, wire.Share):
+                if len(fds) != 1:
+                    for fd in fds:
+                        os.close(fd)
+                    self._refuse(-1, f"Share carried {len(fds)} descriptors, not 1")
+                    continue
+                try:
+                    self.segments.add(msg.seg_id, fds[0])
+                except OSError as exc:
+                    self._refuse(-1, f"segment {msg.seg_id} cannot be mapped: {exc}")
+                continue
+            for fd in fds:
+                os.close(fd)
+            if isinstance(msg, wire.Run):
+                self._start_run(msg, blob)
+            elif isinstance(msg, wire.Forget):
+                self.segments.forget(msg.seg_id)
+            elif isinstance(msg, wire.StatsRequest):
+                self.send(wire.Stats(msg.rid, self._stats()))
+            elif isinstance(msg, wire.Stop):
+                self.service.stop(f"asked by pid {self.peer.pid}: {msg.reason}")
+            else:
+                self._refuse(-1, f"a client may not send {type(msg).__name__}")
+
+    def _view(self, seg: int, offset: int, nbytes: int) -> memoryview:
+        whole = self.segments.view(seg)
+        if offset < 0 or nbytes < 0 or offset + nbytes > len(whole):
+            raise wire.WireError(f"range {offset}+{nbytes} is outside segment {seg} of {len(whole)} bytes")
+        return whole[offset : offset + nbytes]
+
+    def _start_run(self, run: wire.Run, blob: bytes) -> None:
+        try:
+            src = self._view(run.src_seg, run.src_offset, run.src_nbytes)
+            dst = self._view(run.dst_seg, run.dst_offset, run.dst_nbytes)
+            jobs, protect = wire.unpack_jobs(run, blob)
+        except KeyError as exc:
+            self._refuse(run.rid, f"run {run.rid} names segment {exc.args[0]}, which was not shared")
+            return
+        except wire.WireError as exc:
+            self._refuse(run.rid, f"run {run.rid}: {exc}")
+            return
+        t = threading.Thread(target=self._run, args=(run.rid, jobs, src, dst, protect),
+                             name=f"hwdecomp-run-{self.peer.pid}-{run.rid}", daemon=True)
+        with self.lock:
+            self.runs.add(t)
+        self.service.counters.runs += 1
+        t.start()
+
+    def _run(self, rid: int, jobs, src: memoryview, dst: memoryview, protect) -> None:
+        try:
+            if getattr(self.backend, "overwrites_gaps", False):
+                redone = self.backend.decompress(jobs, src, dst, protect=protect)
+            else:
+                redone = self.backend.decompress(jobs, src, dst)
+        except CorruptPageError as exc:
+            index = exc.location.page if exc.location is not None else None
+            if index is None:  # not tied to a job: the batch as a whole
+                self.send(wire.Failed(rid, type(exc).__name__, exc.reason, -1, ""))
+            else:
+                self.send(wire.Corrupt(rid, int(index), type(exc).__name__, exc.reason))
+        except BaseException as exc:  # the batch failed as a whole: report, then exit
+            self.send(wire.Failed(rid, type(exc).__name__, str(exc), int(getattr(exc, "code", -1)),
+                                  str(getattr(exc, "name", ""))))
+            logger.error("a batch failed as a whole (%s: %s): exiting, the context cannot be trusted",
+                         type(exc).__name__, exc)
+            logging.shutdown()
+            os._exit(3)
+        else:
+            self.send(wire.Done(rid, int(redone or 0)))
+        finally:
+            with self.lock:
+                self.runs.discard(threading.current_thread())
+
+    def _stats(self) -> dict:
+        out: dict[str, Any] = {}
+        stats = getattr(self.backend, "stats", None)
+        if stats is not None:
+            # The backend's own pinned pool is unused here: buffers are the clients'.
+            out.update({k: v for k, v in stats().items() if not k.startswith("pinned_")})
+        out["mapped_segments"] = len(self.segments)
+        out["host_registrations"] = self.segments.registrations
+        out["host_registration_failures"] = self.segments.registration_failures
+        out.update(self.service.stats())
+        return {k: v for k, v in out.items() if isinstance(v, (int, float, str, bool))}

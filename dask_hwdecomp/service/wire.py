@@ -1,0 +1,382 @@
+"""The messages between a reading process and the GPU service.
+
+A message is a frame on a Unix stream socket: a fixed header (the lengths
+of its two parts and how many file descriptors ride with it), a JSON object
+naming the message's ``kind`` and its fields, and a binary part (jobs and
+protected ranges as int64 arrays, for :class:`Run` only). File descriptors
+(shared memory segments, :class:`Share`) travel as ``SCM_RIGHTS`` with the
+frame's first byte: memory is passed by descriptor, never by a name another
+process could guess.
+
+Nothing received is executed: no pickle, every frame is bounded before it
+is read, every message is checked against its record (the field names, and
+each value's type) and every job against the buffers it names
+(:func:`unpack_jobs`). A frame that fails is a :class:`WireError`, which the
+service logs and refuses.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import json
+import socket
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import HwdecompError, PageLocation
+from ..format.codecs import Algo
+from ..format.layout import Job, PageCrc
+
+__all__ = [
+    "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
+    "Attach", "Share", "Forget", "Run", "StatsRequest", "Stop",
+    "Hello", "Unavailable", "Done", "Corrupt", "Failed", "Stats", "Refused",
+]
+
+_HEADER = struct.Struct("<IQI")  # JSON bytes, binary bytes, file descriptors
+MAX_JSON_BYTES = 1 << 20
+MAX_BLOB_BYTES = 1 << 30
+MAX_FDS = 8
+
+ALGOS = list(Algo)
+_CODE = {a: i for i, a in enumerate(ALGOS)}
+JOB_FIELDS = ("algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble",
+              "page_crc_offset", "page_crc_size", "page_crc")
+_U32 = 1 << 32
+
+
+class WireError(HwdecompError):
+    """A message that is malformed, of an unknown kind, or names what it may not."""
+
+
+class FrameError(WireError):
+    """A frame out of bounds: the stream cannot be trusted after it (close it)."""
+
+
+# -- the records -------------------------------------------------------------
+
+_Scalar = (int, float, str, bool, type(None))
+
+
+@dataclass(frozen=True)
+class Message:
+    """Base of every message; ``kind`` is the class name on the wire."""
+
+    kinds: ClassVar[dict[str, type[Message]]] = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        Message.kinds[cls.__name__] = cls
+
+    def to_json(self) -> dict:
+        return {"kind": type(self).__name__, **dataclasses.asdict(self)}
+
+
+# A field's annotation -> the Python types its JSON value may have.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "str": (str,), "bool": (bool,), "dict": (dict,), "list": (list,),
+    "int | None": (int, type(None)),
+}
+
+
+def _types(cls: type[Message]) -> dict[str, tuple[type, ...]]:
+    return {f.name: _TYPES[str(f.type)] for f in dataclasses.fields(cls)}
+
+
+@dataclass(frozen=True)
+class Attach(Message):
+    """Client to service, first: use hosted backend ``backend`` with these options."""
+
+    backend: str
+    options: dict
+    pid: int
+
+
+@dataclass(frozen=True)
+class Share(Message):
+    """Client to service: segment ``seg_id`` (its descriptor rides with the frame)."""
+
+    seg_id: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Forget(Message):
+    """Client to service: segment ``seg_id`` was freed; unmap it."""
+
+    seg_id: int
+
+
+@dataclass(frozen=True)
+class Run(Message):
+    """Client to service: decompress ``njobs`` jobs (binary part) from src to dst."""
+
+    rid: int
+    src_seg: int
+    src_offset: int
+    src_nbytes: int
+    dst_seg: int
+    dst_offset: int
+    dst_nbytes: int
+    njobs: int
+    nprotect: int
+
+
+@dataclass(frozen=True)
+class StatsRequest(Message):
+    """Client to service: the counters of the service and of the attached backend."""
+
+    rid: int
+
+
+@dataclass(frozen=True)
+class Stop(Message):
+    """Client to service: finish what runs, then exit (``hwdecomp service stop``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Hello(Message):
+    """Service to client: the attached backend's capabilities."""
+
+    name: str
+    algorithms: list
+    max_job_bytes: int | None
+    overwrites_gaps: bool
+    service_pid: int
+
+
+@dataclass(frozen=True)
+class Unavailable(Message):
+    """Service to client: the backend cannot be created."""
+
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Done(Message):
+    """Service to client: run ``rid`` finished; ``redone`` pages were redone on the CPU."""
+
+    rid: int
+    redone: int
+
+
+@dataclass(frozen=True)
+class Corrupt(Message):
+    """Service to client: job ``index`` of run ``rid`` failed."""
+
+    rid: int
+    index: int
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Failed(Message):
+    """Service to client: run ``rid`` failed as a whole (the service then exits)."""
+
+    rid: int
+    error_type: str
+    message: str
+    code: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Stats(Message):
+    """Service to client: ``{counter: number}``."""
+
+    rid: int
+    values: dict
+
+
+@dataclass(frozen=True)
+class Refused(Message):
+    """Service to client: a message failed validation (``rid`` -1 if it had none)."""
+
+    rid: int
+    reason: str
+
+
+MESSAGES = dict(Message.kinds)
+# field name -> accepted Python types (bool is never an int here)
+_FIELD_TYPES = {name: _types(cls) for name, cls in MESSAGES.items()}
+
+
+def _decode(obj: Any) -> Message:
+    if not isinstance(obj, dict):
+        raise WireError("a message is not a JSON object")
+    kind = obj.get("kind")
+    if not isinstance(kind, str) or kind not in MESSAGES:
+        raise WireError(f"unknown message kind {kind!r}")
+    cls = MESSAGES[kind]
+    types = _FIELD_TYPES[kind]
+    fields = {k: v for k, v in obj.items() if k != "kind"}
+    if set(fields) != set(types):
+        raise WireError(f"{kind} has fields {sorted(fields)}, expected {sorted(types)}")
+    for name, value in fields.items():
+        accepted = types[name]
+        if isinstance(value, bool) and bool not in accepted:
+            raise WireError(f"{kind}.{name} is a boolean")
+        if not isinstance(value, accepted):
+            raise WireError(f"{kind}.{name} is a {type(value).__name__}")
+        if isinstance(value, dict) and not all(
+                isinstance(k, str) and isinstance(v, _Scalar) for k, v in value.items()):
+            raise WireError(f"{kind}.{name} holds more than names and plain values")
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise WireError(f"{kind}.{name} holds more than strings")
+    return cls(**fields)
+
+
+# -- frames ------------------------------------------------------------------
+
+def send(sock: socket.socket, msg: Message, blob: bytes | memoryview = b"", fds: Sequence[int] = ()) -> None:
+    """Send one frame (callers serialise concurrent senders).
+
+    Raises
+    ------
+    OSError
+        The peer is gone.
+    """
+    body = json.dumps(msg.to_json(), separators=(",", ":")).encode()
+    head = _HEADER.pack(len(body), len(blob), len(fds)) + body
+    if fds:
+        sent = sock.sendmsg([head], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        if sent < len(head):
+            sock.sendall(head[sent:])
+    else:
+        sock.sendall(head)
+    if len(blob):
+        sock.sendall(blob)
+
+
+def _exactly(sock: socket.socket, n: int) -> bytearray:
+    out = bytearray(n)
+    view = memoryview(out)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("the peer closed the connection")
+        got += k
+    return out
+
+
+def receive(sock: socket.socket) -> tuple[Message, bytes, list[int]]:
+    """One frame: (message, binary part, received descriptors, owned by the caller).
+
+    Raises
+    ------
+    EOFError
+        The peer closed the connection between frames.
+    WireError
+        The message is invalid (descriptors that came with it are closed);
+        a :class:`FrameError` when the frame itself is out of bounds, after
+        which the stream cannot be trusted: close the connection.
+    """
+    fds = array.array("i")
+    head, anc, _, _ = sock.recvmsg(_HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    received = list(fds)
+    try:
+        if not head:
+            raise EOFError("the peer closed the connection")
+        if len(head) < _HEADER.size:
+            head += _exactly(sock, _HEADER.size - len(head))
+        njson, nblob, nfds = _HEADER.unpack(head)
+        if njson > MAX_JSON_BYTES or nblob > MAX_BLOB_BYTES or nfds > MAX_FDS:
+            raise FrameError(f"a frame of {njson} + {nblob} bytes and {nfds} descriptors is out of bounds")
+        if nfds != len(received):
+            raise FrameError(f"a frame announced {nfds} descriptors and carried {len(received)}")
+        body = bytes(_exactly(sock, njson))
+        blob = bytes(_exactly(sock, nblob)) if nblob else b""
+        try:
+            obj = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise WireError(f"a message is not JSON: {exc}") from None
+        return _decode(obj), blob, received
+    except BaseException:
+        for fd in received:
+            _close(fd)
+        raise
+
+
+def _close(fd: int) -> None:
+    import os
+
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+# -- jobs ----------------------------------------------------------------------
+
+def pack_jobs(jobs: Sequence[Job]) -> bytes:
+    """Jobs as an (n, 10) int64 array of :data:`JOB_FIELDS`; a CRC absent is -1."""
+    arr = np.empty((len(jobs), len(JOB_FIELDS)), dtype=np.int64)
+    for i, j in enumerate(jobs):
+        pc = j.page_crc
+        arr[i] = (_CODE[j.algo], j.src_offset, j.src_size, j.dst_offset, j.dst_size,
+                  -1 if j.crc32 is None else j.crc32, j.preamble,
+                  0 if pc is None else pc.offset, 0 if pc is None else pc.size,
+                  -1 if pc is None else pc.value)
+    return arr.tobytes()
+
+
+def pack_protect(ranges: Sequence[tuple[int, int]]) -> bytes:
+    """Protected ``dst`` ranges as an (n, 2) int64 array."""
+    return np.asarray(ranges, dtype=np.int64).reshape(-1, 2).tobytes()
+
+
+def unpack_jobs(run: Run, blob: bytes) -> tuple[list[Job], list[tuple[int, int]]]:
+    """The jobs and protected ranges of a :class:`Run`, every one checked.
+
+    Each job's location is its index in the caller's list (``page``): an
+    error the service raises carries the index back and the caller names
+    the page.
+
+    Raises
+    ------
+    WireError
+        The binary part has the wrong size, or a job or range reaches out of
+        the buffers the run names, or holds an impossible value.
+    """
+    if run.njobs < 0 or run.nprotect < 0:
+        raise WireError("negative counts")
+    want = 8 * (run.njobs * len(JOB_FIELDS) + 2 * run.nprotect)
+    if len(blob) != want:
+        raise WireError(f"a run of {run.njobs} jobs and {run.nprotect} ranges carried {len(blob)} bytes, not {want}")
+    table = np.frombuffer(blob, dtype=np.int64, count=run.njobs * len(JOB_FIELDS)).reshape(-1, len(JOB_FIELDS))
+    ranges = np.frombuffer(blob, dtype=np.int64, offset=table.nbytes).reshape(-1, 2)
+    src_n, dst_n = run.src_nbytes, run.dst_nbytes
+    if len(table):
+        a, so, ss, do, ds, crc, pre, po, ps, pcrc = table.T
+        checks = {
+            "an unknown bitstream": (a < 0) | (a >= len(ALGOS)),
+            "a source range outside the source buffer": (so < 0) | (ss < 0) | (so > src_n - ss),
+            "an output range outside the destination buffer": (do < 0) | (ds < 0) | (do > dst_n - ds),
+            "an impossible CRC-32": (crc < -1) | (crc >= _U32) | (pcrc < -1) | (pcrc >= _U32),
+            "a preamble longer than its input": (pre < 0) | (pre > ss),
+            "a page CRC range outside the source buffer": (pcrc >= 0) & ((po < 0) | (ps < 0) | (po > src_n - ps)),
+        }
+        for what, bad in checks.items():
+            if bad.any():
+                raise WireError(f"job {int(np.argmax(bad))} has {what}")
+    if len(ranges) and ((ranges[:, 0] < 0) | (ranges[:, 1] < ranges[:, 0]) | (ranges[:, 1] > dst_n)).any():
+        raise WireError("a protected range lies outside the destination buffer")
+    jobs = [
+        Job(ALGOS[a], so, ss, do, ds, 0, PageLocation(page=i), None if crc < 0 else crc, pre,
+            None if pcrc < 0 else PageCrc(po, ps, pcrc))
+        for i, (a, so, ss, do, ds, crc, pre, po, ps, pcrc) in enumerate(table.tolist())
+    ]
+    return jobs, [(int(lo), int(hi)) for lo, hi in ranges.tolist()]
