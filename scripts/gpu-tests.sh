@@ -26,8 +26,8 @@ n() { grep -cE "(^| )$1( +\[ *[0-9]+%\]|$)" "$2"; }  # -v lines, not the -r summ
 counts() { echo "$1: passed $(n PASSED "$2") failed $(n FAILED "$2") error $(n ERROR "$2") skipped $(n SKIPPED "$2") xfailed $(n XFAIL "$2")"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 timeout 30 python3 scripts/gpu_probe.py > "$OUT/probe.log" 2>&1; tail -5 "$OUT/probe.log"
-# Corrupt pages first. nvCOMP runs in a sidecar process (docs/gpu.md): a page
-# that kills or hangs its context costs the sidecar, never this process.
+# Corrupt pages first. nvCOMP runs in the GPU service (docs/gpu.md): a page
+# that kills or hangs its context costs the service, never this process.
 timeout ${CORRUPT_S:-110} $PYTEST --timeout 100 tests/gpu -k "corrupt" -s > "$OUT/corrupt.log" 2>&1
 rc=$?; [ $rc -eq 0 ] || status=1
 echo "corrupt: rc=$rc"; counts corrupt "$OUT/corrupt.log"; grep -E "PASSED|FAILED|ERROR|^E  " "$OUT/corrupt.log" | cut -c1-220 | tail -40
@@ -35,7 +35,7 @@ timeout ${SUITE_S:-120} $PYTEST --timeout 90 tests/gpu -k "not corrupt" > "$OUT/
 rc=$?; [ $rc -eq 0 ] || status=1
 echo "gpu suite: rc=$rc"; counts "gpu suite" "$OUT/gpu.log"; grep -E " FAILED| ERROR|^(FAILED|ERROR) |[0-9] passed" "$OUT/gpu.log" | cut -c1-220 | tail -25
 if [ -z "$QUICK" ]; then
-  timeout 300 $PYTEST tests/test_standin_engine.py tests/test_selfcheck_engine.py tests/test_sidecar.py tests/test_matrix.py > "$OUT/cpu-suite.log" 2>&1
+  timeout 300 $PYTEST tests/test_standin_engine.py tests/test_selfcheck_engine.py tests/test_service.py tests/test_service_node.py tests/test_matrix.py > "$OUT/cpu-suite.log" 2>&1
   [ $? -eq 0 ] || status=1
   tail -3 "$OUT/cpu-suite.log"
   timeout 300 python3 -m dask_hwdecomp selfcheck > "$OUT/selfcheck.log" 2>&1

@@ -10,7 +10,7 @@ corpus files (``HWDECOMP_CORPUS``) with a GPU codec. Each case is a seed
 turned into a broken variant by one of ``tests/fuzzing.py``'s mutators and
 read by a guarded child (``tests/fuzz_worker.py``: ours, then pyarrow's)
 with a timeout. ``--workers`` harnesses run side by side, each child with its
-own GPU sidecar.
+own attachment to the GPU service.
 
 The figure that matters: files pyarrow refuses with a checksum or data-check
 error (``incorrect data check``, ``checksum``, ``CRC``) but we return rows

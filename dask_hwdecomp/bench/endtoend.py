@@ -43,8 +43,9 @@ class ClusterShape:
 def _process_cpu_seconds() -> float:
     """CPU seconds of this process and its live children.
 
-    The GPU backends run in a sidecar child process of each worker; what
-    it spends is part of what a read costs the machine.
+    The GPU backends run in the node's GPU service, a child of the worker
+    that started it (in a session of its own): what it spends is part of
+    what a read costs the machine, counted once, under that worker.
     """
     me = psutil.Process()
     total = 0.0

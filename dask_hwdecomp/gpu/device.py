@@ -39,7 +39,7 @@ def device_properties(ordinal: int, attrs) -> tuple[str, list[int]]:
     """(name, [values of ``attrs``]) of a device, without creating a context.
 
     Probes use this: the process that reads must never hold a CUDA context
-    (its GPU work runs in a sidecar process, see ``gpu/sidecar.py``).
+    (its GPU work runs in the node's GPU service, see ``service/server.py``).
 
     Raises
     ------

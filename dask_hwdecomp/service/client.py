@@ -266,12 +266,15 @@ class _Attachment:
     def _attach(self, backend: str, options: Options, timeout_s: float) -> _Capabilities:
         self.sock.settimeout(timeout_s)
         try:
-            wire.send(self.sock, wire.Attach(backend, options.to_dict(), os.getpid()))
+            try:
+                wire.send(self.sock, wire.Attach(backend, options.to_dict(), os.getpid()))
+            except OSError:
+                pass  # it may have refused us before reading: its answer is still there
             msg, _, fds = wire.receive(self.sock)
         except TimeoutError:
             raise BackendUnavailableError(
                 f"the GPU service did not create backend {backend!r} within {timeout_s:.0f} s") from None
-        except (ConnectionError, BrokenPipeError):
+        except OSError:
             raise EOFError from None
         finally:
             self.sock.settimeout(None)

@@ -32,5 +32,5 @@ def nvcomp_available():
 
 @pytest.fixture(scope="session")
 def nvcomp_backend(nvcomp_available):
-    """The process's nvCOMP backend: its sidecar process, started once."""
+    """The process's nvCOMP backend: attached to the node's GPU service once."""
     return registry.get_backend("nvcomp", GPU_OPTIONS)

@@ -4,7 +4,7 @@ For every GPU codec, a page with a flipped byte that nvCOMP still decodes
 must raise :class:`ChecksumError` where pyarrow raises: the gzip trailer's
 CRC-32 and a Zstd frame's content checksum by default, the page CRC-32 with
 ``verify_checksums``. Reads go through ``read_table(backend="nvcomp")``,
-i.e. the sidecar process, so these also test the wire path.
+i.e. the GPU service, so these also test the wire path.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _refused_by_both(path, case, tmp_path, *, pyarrow_kw=None, **ours):
 
 def test_gpu_crc32_checks_outputs_and_pages_like_zlib(nvcomp_backend):
     # Deflate outputs with their gzip CRC-32, every other page with a page
-    # CRC-32: all computed by nvCOMP's batched CRC-32 in the sidecar.
+    # CRC-32: all computed by nvCOMP's batched CRC-32 in the service.
     jobs, src, dst_len, expected = make_batch([Algo.DEFLATE, Algo.SNAPPY, Algo.ZSTD, Algo.LZ4],
                                               [1, 100, 5000, 300_000] * 40, seed=3)
     for k, (job, data) in enumerate(zip(jobs, expected)):

@@ -1,7 +1,7 @@
 """The nvCOMP backend against the CPU backend on generated pages (GPU machine).
 
-``nvcomp_backend`` is the registry's backend: nvCOMP runs in a sidecar
-process, and the corrupt-page tests show a lost sidecar costs one error.
+``nvcomp_backend`` is the registry's backend: nvCOMP runs in the node's GPU
+service, and the corrupt-page tests show a lost service costs one error.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ def test_large_pages(nvcomp_backend):
 # Deflate and LZ4 report every corruption as a status or a wrong size.
 # Snappy (noise or flipped bits after a valid preamble) and Zstd (noise inside
 # a valid frame) raise CUDA_ERROR_ILLEGAL_ADDRESS, which kills the context;
-# a Zstd page with flipped bits hung the GPU. The backend runs in a sidecar
-# process: there the sidecar dies or is killed at the deadline, the page is
-# found on the CPU and named, and the next batch gets a fresh sidecar.
+# a Zstd page with flipped bits hung the GPU. The backend runs in the GPU
+# service: there the service dies or is killed at the deadline, the page is
+# found on the CPU and named, and the next batch gets a fresh service.
 
 
 @pytest.mark.parametrize("algo,mode", [(a, m) for a in GPU_ALGOS for m in MODES],

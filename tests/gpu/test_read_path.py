@@ -171,7 +171,7 @@ def test_corrupt_page_in_file_is_named_and_next_read_succeeds(nvcomp_available, 
 
 
 def test_zz_reader_process_holds_no_cuda_context(nvcomp_available, tmp_path, matrix_source):
-    # Runs last in this module: every read above went through the sidecar.
+    # Runs last in this module: every read above went through the GPU service.
     from cuda.bindings import driver
 
     path = tmp_path / "s.parquet"
@@ -179,7 +179,7 @@ def test_zz_reader_process_holds_no_cuda_context(nvcomp_available, tmp_path, mat
     dask_hwdecomp.read_table(path, backend="nvcomp")
     backend = registry.get_backend("nvcomp", Options(backend="nvcomp"))
     stats = backend.stats()
-    assert backend.pid is not None and stats["child_pid"] == backend.pid
+    assert backend.pid is not None and stats["service_pid"] == backend.pid
     assert stats["host_registrations"] > 0 and stats["host_registration_failures"] == 0, stats
     driver.cuInit(0)
     _, dev = driver.cuDeviceGet(0)

@@ -1,0 +1,261 @@
+"""The node's GPU service as many processes share it, without a GPU (CI).
+
+Real service processes on real sockets: merging across worker processes,
+who may attach, what a hostile message gets, a killed service, a service
+that cannot be reached, and ``hwdecomp service``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from service_backends import open_backend
+
+from dask_hwdecomp.decompress import registry
+from dask_hwdecomp.decompress.routing import Router
+from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.options import Options
+from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.service import wire
+from dask_hwdecomp.service.client import ServiceBackend
+from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for, service_dir
+from dask_hwdecomp.service.server import Service, bind
+
+from helpers import assert_tables_equal
+from pagegen import assert_outputs, make_batch, run_batch
+
+OPTS = Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
+ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
+
+_WORKER = textwrap.dedent("""
+    import sys
+    from dask_hwdecomp.options import Options
+    from pagegen import make_batch, run_concurrently
+    from service_backends import open_backend
+    from dask_hwdecomp.format.codecs import Algo
+
+    directory, first = sys.argv[1], int(sys.argv[2])
+    opts = Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
+    algos = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
+    with open_backend("standin_merging_8x30", opts, service_dir=directory) as b:
+        run_concurrently(b, [make_batch(algos, [3000 + 17 * t] * 30, seed=10 + t) for t in range(first, first + 4)])
+""")
+
+
+def test_two_worker_processes_share_one_service_and_their_pages_are_merged():
+    # Two processes of four threads each, one part of 30 pages per thread,
+    # one stream whose first call is held until all 8 parts are in it or
+    # queued: merged across processes they take 1 or 2 calls; a service per
+    # process, or no merging, would take 8.
+    directory = tempfile.mkdtemp(prefix="hwd-")
+    with open_backend("standin_merging_8x30", OPTS, service_dir=directory) as b:
+        pid = b.pid
+        workers = [subprocess.Popen([sys.executable, "-c", _WORKER, directory, str(first)])
+                   for first in (0, 4)]
+        assert [w.wait(timeout=120) for w in workers] == [0, 0]
+        stats = b.stats()
+        assert b.pid == pid
+    assert stats["parts"] == 8 and 1 <= stats["batches"] <= 2, stats
+    assert stats["connections"] == 3 and stats["hosted_backends"] == 1, stats
+
+
+@pytest.fixture
+def served():
+    """A service run in this process (its credential check is the one under test)."""
+    directory = tempfile.mkdtemp(prefix="hwd-")
+    started = []
+
+    def start(allowed_uid=None, factory="cpu"):
+        address = address_for({"test": f"service_backends:{factory}"}, directory, gpu="none")
+        service = Service(address, bind(address), persist=True, allowed_uid=allowed_uid)
+        thread = threading.Thread(target=service.serve, daemon=True)
+        thread.start()
+        started.append((service, thread))
+        return service, OPTS.replace(service_dir=directory)
+
+    yield start
+    for service, thread in started:
+        service.stop("test over")
+        thread.join(30)
+
+
+def test_another_user_cannot_attach_and_is_logged(served, caplog):
+    # The kernel's peer credentials name this test's uid; the service is told
+    # only uid + 1 may attach, as a service of another user would be.
+    service, opts = served(allowed_uid=os.getuid() + 1)
+    with caplog.at_level("WARNING", logger="dask_hwdecomp.service.server"):
+        with pytest.raises(ServiceUnreachable, match=f"uid {os.getuid()} may not attach"):
+            ServiceBackend("test", opts, factories={"test": "service_backends:cpu"}, gpu="none",
+                           startup_timeout_s=10)
+    assert service.counters.refused == 1 and service.stats()["clients"] == 0
+    assert f"refused a connection from pid {os.getpid()} of uid {os.getuid()}" in caplog.text
+
+
+def _raw(service, opts) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(str(service.address.socket))
+    wire.send(sock, wire.Attach("test", opts.to_dict(), os.getpid()))
+    hello, _, _ = wire.receive(sock)
+    assert isinstance(hello, wire.Hello) and hello.name == "cpu"
+    return sock
+
+
+def _frame(body: bytes, blob: bytes = b"", nfds: int = 0) -> bytes:
+    return wire._HEADER.pack(len(body), len(blob), nfds) + body + blob
+
+
+def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, caplog):
+    service, opts = served()
+    sock = _raw(service, opts)
+    with caplog.at_level("WARNING", logger="dask_hwdecomp.service.server"):
+        cases = [
+            (_frame(b"not json"), "is not JSON"),
+            (_frame(b'{"kind": "Exec", "code": "import os"}'), "unknown message kind 'Exec'"),
+            (_frame(b'{"kind": "Forget", "seg_id": 1, "extra": 2}'), "Forget has fields"),
+            (_frame(b'{"kind": "Forget", "seg_id": true}'), "Forget.seg_id is a boolean"),
+            (_frame(b'{"kind": "Hello", "name": "x", "algorithms": [], "max_job_bytes": 1, '
+                    b'"overwrites_gaps": false, "service_pid": 1}'), "a client may not send Hello"),
+        ]
+        for frame, said in cases:
+            sock.sendall(frame)
+            reply, _, _ = wire.receive(sock)
+            assert isinstance(reply, wire.Refused) and said in reply.reason, (said, reply)
+        # A run naming a segment never shared, then one whose job writes past its buffer.
+        with tempfile.TemporaryFile() as f:
+            f.truncate(1 << 16)
+            wire.send(sock, wire.Share(1, 1 << 16), fds=[os.dup(f.fileno())])
+        jobs, src, dst_len, _ = make_batch([Algo.SNAPPY], [3000] * 2, seed=1)
+        blob = wire.pack_jobs(jobs)
+        wire.send(sock, wire.Run(7, 9, 0, len(src), 1, 0, dst_len, 2, 0), blob)
+        reply, _, _ = wire.receive(sock)
+        assert isinstance(reply, wire.Refused) and "names segment 9, which was not shared" in reply.reason
+        end = max(j.dst_offset + j.dst_size for j in jobs)
+        wire.send(sock, wire.Run(8, 1, 0, len(src), 1, 0, end - 1, 2, 0), blob)
+        reply, _, _ = wire.receive(sock)
+        assert isinstance(reply, wire.Refused) and "job 1 has an output range outside" in reply.reason
+        wire.send(sock, wire.Run(9, 1, 0, len(src), 1, 0, dst_len, 3, 0), blob)
+        reply, _, _ = wire.receive(sock)
+        assert isinstance(reply, wire.Refused) and "carried" in reply.reason
+        assert service.counters.runs == 0  # nothing reached the backend
+        # A frame out of bounds: refused, and the connection is closed.
+        sock.sendall(wire._HEADER.pack(wire.MAX_JSON_BYTES + 1, 0, 0))
+        reply, _, _ = wire.receive(sock)
+        assert isinstance(reply, wire.Refused) and "out of bounds" in reply.reason
+        with pytest.raises(EOFError):
+            wire.receive(sock)
+    sock.close()
+    assert caplog.text.count("refused a message") == 9
+
+
+def test_a_killed_service_is_started_again_and_the_next_read_succeeds():
+    with open_backend("standin", OPTS) as b:
+        jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 20, seed=6)
+        assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
+        first = b.pid
+        os.kill(first, signal.SIGKILL)
+        assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
+        second = b.pid
+        assert second not in (None, first)
+        stats = b.stats()
+    assert stats["restarts"] == 1 and stats["service_pid"] == second
+
+
+def test_the_service_outlives_the_process_that_started_it():
+    directory = tempfile.mkdtemp(prefix="hwd-")
+    with open_backend("cpu", OPTS, service_dir=directory) as b:
+        code = ("import sys; from service_backends import open_backend; from dask_hwdecomp.options import Options;"
+                "b = open_backend('cpu', Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2),"
+                " service_dir=sys.argv[1]); print(b.pid); b.close()")
+        # The service already runs (this process started it); a second process attaches and leaves.
+        out = subprocess.run([sys.executable, "-c", code, directory], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert int(out.stdout) == b.pid
+        jobs, src, dst_len, expected = make_batch([Algo.SNAPPY, Algo.ZSTD], [4000] * 10, seed=3)
+        assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
+
+
+def test_a_reader_that_cannot_reach_the_service_reads_on_the_cpu_and_says_so(tmp_path, monkeypatch, matrix_source):
+    # A node whose GPU probes fine but whose service directory is unusable
+    # (here a file): backend="auto" reads on the CPU, and the report says why.
+    from dask_hwdecomp import read_table
+
+    path = tmp_path / "data.parquet"
+    pq.write_table(matrix_source, path, compression="snappy")
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setattr(registry, "_probes", {"nvcomp": None, "hardware": "no engine on this node (test)"})
+    report = ReadReport()
+    got = read_table(str(path), backend="auto", service_dir=str(blocked), report=report)
+    assert_tables_equal(got, pq.read_table(path))
+    assert "nvcomp" in report.unreachable and "not-a-directory" in report.unreachable["nvcomp"]
+    assert report.backends == {"SNAPPY": ["cpu"]}
+    assert "could not be reached" in report.summary()
+    registry.close_all()
+
+
+def test_a_service_lost_mid_read_that_cannot_start_again_leaves_the_cpu_to_read():
+    from dask_hwdecomp.decompress.cpu import CpuBackend
+
+    with open_backend("standin", OPTS.replace(backend="auto")) as b, CpuBackend(2) as cpu:
+        router = Router.over(OPTS.replace(backend="auto"),
+                             {a: ([b] if a in b.algorithms else []) + [cpu] for a in Algo})
+        jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 12, seed=8)
+        pid = b.pid
+        os.kill(pid, signal.SIGKILL)
+        b.address.socket.unlink(missing_ok=True)
+        b.address.socket.mkdir()  # the next service cannot take the socket: it exits at start
+        report = ReadReport()
+        with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
+            s.view[:] = src
+            router.run(jobs, s.view, d.view, report)
+            assert_outputs(bytes(d.view), jobs, expected)
+    assert "exited with status 1 at start" in report.unreachable["hardware"], report.unreachable
+    assert {b for b, _ in report.by_backend} == {"cpu"}
+
+
+def test_hwdecomp_service_status_and_stop(monkeypatch):
+    directory = tempfile.mkdtemp(prefix="hwd-")
+    env = {**os.environ, "HWDECOMP_SERVICE_DIR": directory}
+    with open_backend("cpu", OPTS, service_dir=directory) as b:
+        out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "service", "status", "--json"],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        (entry,) = json.loads(out.stdout)
+        assert entry["service_pid"] == b.pid and entry["clients"] == 1 and entry["gpu"] == "none"
+        pid = b.pid
+        out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "service", "stop"],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and "stopped" in out.stdout, out
+        jobs, src, dst_len, expected = make_batch([Algo.SNAPPY], [4000] * 4, seed=2)
+        assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)  # a fresh service serves it
+        assert b.pid != pid
+    out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "service", "status"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+
+
+def test_service_directory_open_to_others_is_refused(tmp_path):
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o755)
+    open_dir.chmod(0o755)
+    with pytest.raises(ServiceUnreachable, match="mode 755"):
+        service_dir(str(open_dir))
+    made = service_dir(str(tmp_path / "made"))
+    assert made.stat().st_mode & 0o777 == 0o700
+    link = tmp_path / "link"
+    link.symlink_to(made)
+    with pytest.raises(ServiceUnreachable, match="not a directory"):
+        service_dir(str(link))
+    assert Path(made).is_dir()
