@@ -120,7 +120,7 @@ class Options:
         How long a worker's batcher waits for pages of concurrent tasks to
         join a GPU call.
     gpu_timeout_s : float
-        How long a GPU backend's sidecar process may take over one batch (plus
+        How long the GPU service may take over one batch of a reader (plus
         a second per 200 MiB of the batch) before it is taken for hung,
         killed and restarted; the batch's bad page is then found on the CPU
         and named in a :class:`~dask_hwdecomp.errors.CorruptPageError`.

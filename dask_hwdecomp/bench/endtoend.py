@@ -152,6 +152,7 @@ def measure_read(scheduler: Scheduler, variant: Variant, path) -> dict:
         dict, or None when not gathered).
     """
     collect = collect_reports() if (scheduler.in_process() and variant.is_hwdecomp) else contextlib.nullcontext()
+    before = _service_counters() if variant.is_hwdecomp else None
     cpu0 = scheduler.cpu_seconds()
     with collect as report:
         t0 = time.perf_counter()
@@ -159,7 +160,45 @@ def measure_read(scheduler: Scheduler, variant: Variant, path) -> dict:
         scheduler.persist_and_release(df)
         seconds = time.perf_counter() - t0
     cpu = scheduler.cpu_seconds() - cpu0
-    return {"seconds": seconds, "cpu_seconds": cpu, "report": report.to_dict() if isinstance(report, ReadReport) else None}
+    gpu = None
+    if before is not None:
+        after = _service_counters()
+        calls = after["gpu_calls"] - before["gpu_calls"]
+        pages = after["gpu_pages"] - before["gpu_pages"]
+        gpu = {"services": after["services"], "gpu_processes": _gpu_processes(), "calls": calls,
+               "pages": pages, "pages_per_call": pages / calls if calls else None}
+    return {"seconds": seconds, "cpu_seconds": cpu, "gpu": gpu,
+            "report": report.to_dict() if isinstance(report, ReadReport) else None}
+
+
+def _service_counters() -> dict:
+    """GPU calls and pages of every GPU service of this user on this node, summed."""
+    from ..options import current_options
+    from ..service.client import node_stats
+    from ..service.rundir import ServiceUnreachable, service_dir
+
+    try:
+        services = node_stats(service_dir(current_options().service_dir or None))
+    except ServiceUnreachable:
+        services = []
+    return {"services": len(services), "gpu_calls": sum(int(s.get("gpu_calls", 0)) for s in services),
+            "gpu_pages": sum(int(s.get("gpu_pages", 0)) for s in services)}
+
+
+def _gpu_processes() -> int | None:
+    """Processes holding a CUDA context on the node's GPUs (nvidia-smi), None without it."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return len(out.stdout.split()) if out.returncode == 0 else None
 
 
 def _mean_report(reports: list[dict]) -> dict | None:
@@ -190,6 +229,17 @@ def _mean_report(reports: list[dict]) -> dict | None:
         "fallbacks": last["fallbacks"],
         "retries": last["retries"],
     }
+
+
+def _mean_gpu(runs: list) -> dict | None:
+    runs = [r for r in runs if r]
+    if not runs:
+        return None
+    calls = sum(r["calls"] for r in runs)
+    pages = sum(r["pages"] for r in runs)
+    return {"services": max(r["services"] for r in runs),
+            "gpu_processes": max((r["gpu_processes"] for r in runs if r["gpu_processes"] is not None), default=None),
+            "calls_per_read": calls / len(runs), "pages_per_call": pages / calls if calls else None}
 
 
 def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repeats: int, warmup: bool = True, tick=None) -> dict:
@@ -246,5 +296,6 @@ def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repe
                 "file_gbps": summarize([dataset.file_bytes[codec] / 1e9 / s for s in secs]),
                 "cpu_s_per_gb": summarize([r["cpu_seconds"] / gb for r in runs]),
                 "report": _mean_report([r["report"] for r in runs]),
+                "gpu": _mean_gpu([r["gpu"] for r in runs]),
             }
     return out

@@ -72,6 +72,17 @@ def _e2e_section(results: dict) -> list[str]:
                 for codec in codecs
             ]
             lines += _table(["codec"] + [f"{n} file GB/s" for n in names] + [f"{n} CPU s/GB" for n in names], rows)
+            gpu_rows = [
+                [f"{n} / {codec}", str(g["services"]), "–" if g["gpu_processes"] is None else str(g["gpu_processes"]),
+                 f"{g['calls_per_read']:.0f}", "–" if g["pages_per_call"] is None else f"{g['pages_per_call']:.0f}"]
+                for n in names for codec in codecs
+                for g in [(per_variant[n].get(codec) or {}).get("gpu")] if g and g["calls_per_read"]
+            ]
+            if gpu_rows:
+                lines += ["", "The GPU service during these reads (services of this user, processes with a CUDA "
+                          "context on the GPUs, batched GPU calls per read, pages per call):", ""]
+                lines += _table(["variant / codec", "services", "GPU processes", "calls per read", "pages per call"],
+                                gpu_rows)
             errors = {
                 f"{n} / {c}": f["error"]
                 for n, v in per_variant.items()

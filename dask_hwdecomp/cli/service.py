@@ -23,14 +23,10 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _sockets(directory):
-    return sorted(directory.glob("*.sock"))
-
-
 def run(args) -> int:
     from ..options import current_options
     from ..service import wire
-    from ..service.client import GPU_FACTORIES, query, service_command
+    from ..service.client import GPU_FACTORIES, node_stats, query, service_command
     from ..service.rundir import ServiceUnreachable, address_for, service_dir
 
     opts = current_options()
@@ -40,27 +36,24 @@ def run(args) -> int:
         print(f"hwdecomp service: GPU {address.gpu}, listening on {address.socket}", flush=True)
         os.execvpe(cmd[0], cmd, env)  # a fresh interpreter that sees only this GPU
     directory = service_dir(opts.service_dir or None)
-    found = []
-    for path in _sockets(directory):
-        try:
-            if args.action == "stop":
-                query(path, wire.Stop("hwdecomp service stop"))
-                found.append({"socket": str(path), "stopped": True})
-            else:
-                reply = query(path, wire.StatsRequest(0))
-                values = reply.values if isinstance(reply, wire.Stats) else {}
-                found.append({"socket": str(path), **values})
-        except (ServiceUnreachable, OSError, EOFError, wire.WireError):
-            continue  # a stale socket: its service is gone
+    found = node_stats(directory)
+    if args.action == "stop":
+        for entry in found:
+            try:
+                query(entry["socket"], wire.Stop("hwdecomp service stop"))
+                entry["stopped"] = True
+            except (ServiceUnreachable, OSError):
+                entry["stopped"] = False
     if args.json:
         print(json.dumps(found, indent=2))
     elif not found:
         print(f"no GPU service runs in {directory}")
     for entry in found if not args.json else ():
         if args.action == "stop":
-            print(f"stopped {entry['socket']}")
+            print(f"{'stopped' if entry['stopped'] else 'could not stop'} {entry['socket']}")
         else:
             print(f"pid {entry.get('service_pid')} GPU {entry.get('gpu')}: {entry.get('clients')} client(s), "
                   f"{entry.get('hosted_backends')} backend(s), {entry.get('runs')} run(s), "
+                  f"{entry.get('gpu_calls')} GPU call(s) of {entry.get('gpu_pages')} page(s), "
                   f"{entry.get('refused')} refused ({entry['socket']})")
     return 0

@@ -62,6 +62,7 @@ class Batcher:
         self._closed = False
         self.batches = 0
         self.parts = 0
+        self.pages = 0
         self._threads = [
             threading.Thread(target=self._serve, args=(slot,), name=f"hwdecomp-stream-{i}", daemon=True)
             for i, slot in enumerate(self._slots)
@@ -148,9 +149,10 @@ class Batcher:
             with self._cond:
                 self.batches += 1
                 self.parts += len(batch)
+                self.pages += sum(len(part.jobs) for part in batch)
 
     def stats(self) -> dict:
-        out = {"batches": self.batches, "parts": self.parts}
+        out = {"batches": self.batches, "parts": self.parts, "pages": self.pages}
         for i, slot in enumerate(self._slots):
             for k, v in slot.stats().items():
                 out[f"stream{i}_{k}"] = v

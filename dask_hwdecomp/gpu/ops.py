@@ -132,7 +132,7 @@ class CudaOps:
     def register_host(self, ptr: int, nbytes: int) -> HostAllocation:
         """Page-lock ``nbytes`` of existing host memory at ``ptr`` (portable).
 
-        The sidecar registers the parent's shared segments once each, so
+        The GPU service registers its clients' shared segments once each, so
         copies from and to them run at pinned speed. ``close()`` unregisters.
 
         Raises

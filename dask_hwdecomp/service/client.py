@@ -55,6 +55,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -76,7 +77,7 @@ from .rundir import ServiceAddress, ServiceUnreachable, address_for
 from .server import peer_of
 from .shm import SharedBuffer, SharedPool, SharedSegment
 
-__all__ = ["ServiceBackend", "ServiceGone", "GPU_FACTORIES", "start_service", "service_command", "connect", "query"]
+__all__ = ["ServiceBackend", "ServiceGone", "GPU_FACTORIES", "start_service", "service_command", "connect", "query", "node_stats"]
 
 # The backends a node's GPU service hosts, in its one CUDA context.
 GPU_FACTORIES: Mapping[str, str] = {
@@ -216,6 +217,19 @@ def query(socket_path, msg: wire.Message, timeout_s: float = 10.0) -> wire.Messa
         return reply
     finally:
         sock.close()
+
+
+def node_stats(directory) -> list[dict]:
+    """The counters of every service listening in ``directory`` (stale sockets skipped)."""
+    out = []
+    for path in sorted(Path(directory).glob("*.sock")):
+        try:
+            reply = query(path, wire.StatsRequest(0))
+        except (ServiceUnreachable, OSError, EOFError, wire.WireError):
+            continue  # its service is gone
+        if isinstance(reply, wire.Stats):
+            out.append({"socket": str(path), **reply.values})
+    return out
 
 
 @dataclass(frozen=True)

@@ -274,11 +274,20 @@ class Service:
             _close_backend(closing)
 
     def stats(self) -> dict:
+        """The service's counters, and the GPU calls and pages of every backend it hosts."""
         with self._lock:
-            return {"service_pid": os.getpid(), "gpu": self.address.gpu,
-                    "clients": sum(1 for c in self._connections if c.key is not None),
-                    "hosted_backends": len(self._hosted), "connections": self.counters.connections,
-                    "refused": self.counters.refused, "runs": self.counters.runs}
+            out = {"service_pid": os.getpid(), "gpu": self.address.gpu,
+                   "clients": sum(1 for c in self._connections if c.key is not None),
+                   "hosted_backends": len(self._hosted), "connections": self.counters.connections,
+                   "refused": self.counters.refused, "runs": self.counters.runs}
+            hosted = [h.backend for h in self._hosted.values()]
+        calls = pages = 0
+        for backend in hosted:
+            stats = getattr(backend, "stats", None)
+            values = stats() if stats is not None else {}
+            calls += int(values.get("batches", 0))
+            pages += int(values.get("pages", 0))
+        return {**out, "gpu_calls": calls, "gpu_pages": pages}
 
 
 def _close_backend(backend) -> None:
