@@ -25,12 +25,11 @@ from dask_hwdecomp.decompress.isolated import IsolatedBackend
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.decompress.validate import zstd_frames
 from dask_hwdecomp.errors import ChecksumError, PageLocation
-from dask_hwdecomp.format.codecs import Algo
-from dask_hwdecomp.format.layout import Job, PageCrc
 from dask_hwdecomp.format.xxh64 import content_checksum_matches, xxh64
 from dask_hwdecomp.gpu.checksums import crc_checks
 from dask_hwdecomp.gpu.staging import Part, place
 from dask_hwdecomp.gpu.wire import pack_jobs, unpack_jobs
+from dask_hwdecomp.jobs import Algo, Job, PageCrc
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
 

@@ -17,9 +17,8 @@ import cramjam
 import numpy as np
 
 from ..errors import ChecksumError, CorruptPageError
-from ..format.codecs import Algo
-from ..format.layout import Job
 from ..format.pages import check_page_crc
+from ..jobs import Algo, Job
 from .protocol import gzip_crc_error, size_mismatch
 
 __all__ = ["CpuBackend", "decompress_one"]

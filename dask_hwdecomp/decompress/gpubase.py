@@ -27,14 +27,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ChecksumError, CorruptPageError
-from ..format.codecs import Algo
-from ..format.layout import Job
 from ..format.pages import check_page_crc, page_crc_error
 from ..format.xxh64 import content_checksum_matches, xxh64
 from ..gpu.batcher import Batcher
 from ..gpu.memory import PinnedPool
 from ..gpu.slot import Slot
 from ..gpu.staging import Part
+from ..jobs import Algo, Job
 from ..options import Options
 from .cpu import decompress_one
 from .protocol import gzip_crc_error, size_mismatch

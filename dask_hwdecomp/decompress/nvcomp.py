@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..format.codecs import Algo
 from ..gpu.staging import DEVICE_ALIGN
+from ..jobs import Algo
 from ..options import Options
 from ..rounding import round_up
 

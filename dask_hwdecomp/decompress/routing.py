@@ -13,9 +13,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
-from ..format.codecs import Algo
-from ..format.layout import Job
 from ..format.structs import CODEC_NAMES
+from ..jobs import Algo, Job
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry

@@ -26,15 +26,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
+from ..jobs import Algo, Job, PageCrc
 from ..rounding import round_up
-from .codecs import Algo, plan_body
+from .codecs import plan_body
 from .footer import Footer
 from .layout import (
     ChunkPages,
     ChunkPlacement,
     FileLayout,
-    Job,
-    PageCrc,
     build_layout,
     image_footer,
     page_header,

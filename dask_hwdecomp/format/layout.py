@@ -18,7 +18,8 @@ import struct as _struct
 from dataclasses import dataclass, field
 
 from ..errors import CorruptPageError, PageLocation
-from .codecs import Algo, plan_body
+from ..jobs import Job, PageCrc
+from .codecs import plan_body
 from .footer import Footer
 from .pages import DECODED_PAGE_TYPES, ChunkRange, Page, check_page_crc
 from .structs import (
@@ -34,40 +35,6 @@ from .thrift import Struct, T, encode_struct
 
 __all__ = ["Job", "PageCrc", "ChunkPages", "FileLayout", "ChunkPlacement", "build_layout", "image_footer",
            "page_header"]
-
-
-@dataclass(frozen=True)
-class PageCrc:
-    """A page's stored bytes ``src[offset:+size]`` and the CRC-32 its header gives them."""
-
-    offset: int
-    size: int
-    value: int
-
-
-@dataclass
-class Job:
-    """One decompression: ``src[src_offset:+src_size]`` to ``dst[dst_offset:+dst_size]``.
-
-    Offsets are into the batch's source and destination buffers.
-    ``codec`` is the Parquet codec it came from (for reports); ``crc32`` the
-    CRC the output must have, where the stream carries one (gzip);
-    ``preamble`` the leading input bytes that frame the bitstream (a Snappy
-    block's length varint, see :class:`~dask_hwdecomp.format.codecs.Span`);
-    ``page_crc`` the Parquet page CRC-32 to check over the page's stored
-    bytes (``verify_checksums``; on the first job of the page only).
-    """
-
-    algo: Algo
-    src_offset: int
-    src_size: int
-    dst_offset: int
-    dst_size: int
-    codec: int
-    location: PageLocation
-    crc32: int | None = None
-    preamble: int = 0
-    page_crc: PageCrc | None = None
 
 
 @dataclass

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BackendUnavailableError
-from ..format.codecs import Algo
+from ..jobs import Algo
 from .check import CudaError, check
 from .device import Device
 from .ops import CudaOps, DeviceAllocation

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..format.layout import Job
+from ..jobs import Job
 from ..rounding import round_up
 
 __all__ = ["Part", "Placement", "place", "MAX_GAP", "DEVICE_ALIGN"]

@@ -13,7 +13,7 @@ import pytest
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.errors import CorruptPageError
-from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.jobs import Algo
 
 from corruption import MODES, corrupt
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
