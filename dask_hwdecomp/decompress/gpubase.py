@@ -25,6 +25,7 @@ launcher says its decoder verifies it. The output size is always checked
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from ..errors import ChecksumError, CorruptPageError
 from ..format.pages import check_page_crc, page_crc_error
@@ -51,6 +52,13 @@ def pinned_cap(options: Options) -> int:
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
         ram = 16 << 30
     return max(256 << 20, min(4 * options.batch_bytes, ram // 4))
+
+
+class _Open(NamedTuple):
+    """What an open backend holds between calls."""
+
+    pool: PinnedPool
+    batcher: Batcher
 
 
 class GpuBackend:
@@ -159,7 +167,7 @@ class GpuBackend:
             if frames and any(stored is not None for _, stored in frames):
                 zstd_sums[i] = frames
         parts = [Part(chunk, src, dst, protect) for chunk in _split(jobs, self.options.batch_bytes)]
-        results = self._open()[1].run(parts)
+        results = self._open().batcher.run(parts)
         failed = [f for failures in results for f in failures]
         rank = {id(job): i for i, job in enumerate(jobs)}
         failed.sort(key=lambda f: rank[id(f.job)])
@@ -202,7 +210,7 @@ class GpuBackend:
         ------
         CudaError
         """
-        return self._open()[0].get(nbytes)
+        return self._open().pool.get(nbytes)
 
     def register_host(self, ptr: int, nbytes: int):
         """Page-lock host memory this backend did not allocate; None if its ops cannot.
@@ -225,11 +233,11 @@ class GpuBackend:
         out.update(batcher.stats())
         return out
 
-    def _open(self) -> tuple[PinnedPool, Batcher]:
+    def _open(self) -> _Open:
         """The pinned pool and the batcher of this open backend."""
         if self._pool is None or self._batcher is None:
             raise RuntimeError(f"the {self.name} backend is closed")
-        return self._pool, self._batcher
+        return _Open(self._pool, self._batcher)
 
     def close(self) -> None:
         """Stop the batcher, free streams, arenas and pools, then owned objects."""

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..gpu.engine import ALGO_BIT, EngineCallError
+from ..gpu.slot import Prepared
 from ..options import Options
 
 __all__ = ["probe", "create", "create_with", "HardwareLauncher", "usable_length"]
@@ -115,9 +116,9 @@ class HardwareLauncher:
     def status_text(status: int) -> str:
         return f"the engine call failed with CUresult {status} for this operation"
 
-    def prepare(self, jobs: Sequence, stream):
+    def prepare(self, jobs: Sequence, stream) -> Prepared:
         n = len(jobs)
-        return 4 * n + 256, 4 * n, jobs
+        return Prepared(device_bytes=4 * n + 256, host_bytes=4 * n, state=jobs)
 
     def launch(self, jobs, stream, src_ptrs, dst_ptrs, scratch: int, host):
         n = len(jobs)

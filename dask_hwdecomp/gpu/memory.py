@@ -109,17 +109,17 @@ class PinnedPool(CappedPool):
         RuntimeError
             The pool is closed.
         """
-        block, want, keep = self._take(nbytes)
-        if block is not None:
-            return PinnedBuffer(self, block, nbytes)
-        if not keep:
+        taken = self._take(nbytes)
+        if taken.block is not None:
+            return PinnedBuffer(self, taken.block, nbytes)
+        if not taken.keep:
             return PinnedBuffer(self, None, nbytes)
         try:
-            block = _Block(self._alloc(want))
+            block = _Block(self._alloc(taken.want))
         except BaseException:
-            self._create_failed(want, keep)
+            self._create_failed(taken.want, taken.keep)
             raise
-        self._created(keep)
+        self._created(taken.keep)
         return PinnedBuffer(self, block, nbytes)
 
     def _destroy(self, block: _Block) -> None:

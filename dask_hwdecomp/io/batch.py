@@ -97,13 +97,14 @@ def decompress_pieces(
         chunk_src: dict[tuple[int, int], int] = {}
         pos = 0
         for i, plan in enumerate(plans):
-            spans = coalesce([(r.start, r.length) for _, _, r, _ in plan.chunks if r.length])
+            spans = coalesce([(c.rng.start, c.rng.length) for c in plan.chunks if c.rng.length])
             mine = [Range(plan.piece.path, start, length) for start, length in spans]
             for r in mine:
                 r.dst = pos
                 pos += r.length
             ranges.extend(mine)
-            for j, (_, _, rng, _) in enumerate(plan.chunks):
+            for j, chunk in enumerate(plan.chunks):
+                rng = chunk.rng
                 chunk_src[(i, j)] = 0  # empty chunks read nothing
                 for r in mine:
                     if rng.length and r.start <= rng.start < r.start + r.length:
@@ -122,8 +123,8 @@ def decompress_pieces(
         with report.stage("scan"):
             files = [
                 FileSpec(_footer(plan), list(plan.row_groups),
-                         [ChunkSpec(rg, col, rng, where, chunk_src[(i, j)])
-                          for j, (rg, col, rng, where) in enumerate(plan.chunks)])
+                         [ChunkSpec(c.row_group, c.column, c.rng, c.where, chunk_src[(i, j)])
+                          for j, c in enumerate(plan.chunks)])
                 for i, plan in enumerate(plans)
             ]
             lay_out = lay_out_batch if FAST_SCAN else reference_layout
