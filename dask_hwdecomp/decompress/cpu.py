@@ -127,7 +127,7 @@ class CpuBackend:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="hwdecomp-cpu")
 
     def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview) -> None:
-        """Run ``jobs``; raises the first job's error (by batch order)."""
+        """Run ``jobs``; raises the first job's error (in ``jobs`` order)."""
         if not jobs:
             return
         if self.threads == 1 or len(jobs) == 1:

@@ -12,7 +12,7 @@ break the contract on purpose, to show each check catches what it is for:
 * **size slots**: the slots are first filled with the right sizes, then
   zeroed as the hardware backend does before each call; every successful
   operation must then record its size, and an operation given a truncated
-  input (the last one of the batch) must not read as its full size.
+  input (the last one of the call) must not read as its full size.
 
 The truncated operation's own output and what it writes after it are not
 judged (``dstNumBytes`` is only a hint); how far it wrote is reported.
@@ -108,7 +108,7 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
         for page, off in zip(pages, src_off):
             staging[off : off + len(page.body)] = np.frombuffer(page.body, dtype=np.uint8)
         expected = np.array([len(page.data) for page in pages], dtype=np.uint32)
-        staging[slots:] = expected.view(np.uint8)  # the right sizes, as an earlier batch would leave them
+        staging[slots:] = expected.view(np.uint8)  # the right sizes, as an earlier call would leave them
         driver.htod(base, staging.ctypes.data, total, stream)
         driver.memset_d32(base + out_start, _CANARY, (out_end - out_start) // 4, stream)
         driver.memset_d32(base + slots, 0, n, stream)  # as the hardware backend does before each call

@@ -4,8 +4,9 @@ A GPU backend is a :class:`GpuBackend` with a *launcher* (the format-specific
 batched call, see :class:`dask_hwdecomp.gpu.slot.Launcher`) and an *ops*
 object (memory operations; the real CUDA one, or the engine stand-in in CI).
 ``decompress`` validates every job on the host, cuts the caller's jobs into
-parts of at most ``batch_bytes`` of output, hands them to the process's
-batcher (which merges parts of concurrent callers into one call per stream),
+parts of at most ``batch_bytes`` of output (:mod:`dask_hwdecomp.budget`),
+hands them to the process's batcher (which merges parts of concurrent
+callers into one GPU *call* per stream),
 and turns per-page failures into :class:`~dask_hwdecomp.errors.CorruptPageError`
 naming the page. A backend made with ``redo_on_cpu`` (the engine, whose
 operations have no status of their own) first redoes failed pages on the
@@ -15,7 +16,7 @@ returns how many pages were redone (the read's report shows them).
 Checksums, always checked (a failure is :class:`~dask_hwdecomp.errors.ChecksumError`
 with the expected and actual values): the gzip trailer's CRC-32 of every raw
 deflate output and, with ``verify_checksums``, the Parquet page CRC-32 of
-the stored page bytes, both on the device in the batch (see
+the stored page bytes, both on the device in the call (see
 :mod:`dask_hwdecomp.gpu.checksums`); a Zstd frame's content checksum on the
 host (XXH64 through libzstd, see :func:`_check_zstd_content`) unless the
 launcher says its decoder verifies it. The output size is always checked
@@ -27,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..budget import split_by_budget
 from ..errors import ChecksumError, CorruptPageError
 from ..format.pages import check_page_crc, page_crc_error
 from ..format.xxh64 import content_checksum_matches, xxh64
@@ -52,6 +54,10 @@ def pinned_cap(options: Options) -> int:
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
         ram = 16 << 30
     return max(256 << 20, min(4 * options.batch_bytes, ram // 4))
+
+
+def _output_bytes(job: Job) -> int:
+    return job.dst_size
 
 
 class _Open(NamedTuple):
@@ -144,7 +150,7 @@ class GpuBackend:
             not decompress or decompressed to the wrong size (with
             ``redo_on_cpu``: and failed on the CPU too).
         CudaError, NvcompError
-            The batch failed as a whole.
+            A GPU call failed as a whole.
         """
         if not jobs:
             return 0
@@ -166,7 +172,7 @@ class GpuBackend:
                 raise
             if frames and any(stored is not None for _, stored in frames):
                 zstd_sums[i] = frames
-        parts = [Part(chunk, src, dst, protect) for chunk in _split(jobs, self.options.batch_bytes)]
+        parts = [Part(part, src, dst, protect) for part in split_by_budget(jobs, _output_bytes, self.options.batch_bytes)]
         results = self._open().batcher.run(parts)
         failed = [f for failures in results for f in failures]
         rank = {id(job): i for i, job in enumerate(jobs)}
@@ -300,16 +306,3 @@ def _check_zstd_content(job: Job, frames: list, src, dst, backend: str) -> None:
                 f"({actual:#010x}) on {backend}",
                 job.location,
             )
-
-
-def _split(jobs: Sequence[Job], budget: int) -> list[list[Job]]:
-    """Consecutive runs of jobs with at most ``budget`` output bytes each."""
-    out: list[list[Job]] = [[]]
-    size = 0
-    for job in jobs:
-        if out[-1] and size + job.dst_size > budget:
-            out.append([])
-            size = 0
-        out[-1].append(job)
-        size += job.dst_size
-    return out

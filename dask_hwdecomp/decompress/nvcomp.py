@@ -1,13 +1,13 @@
 """The ``nvcomp`` backend: nvCOMP's batched C API, fully asynchronous.
 
-Per batch and stream: the inputs go to the device in a few copies
+Per GPU call (one stream): the inputs go to the device in a few copies
 (:mod:`dask_hwdecomp.gpu.staging`), one pinned metadata block goes in
 (input pointers and sizes, output pointers and capacities), then one
 ``nvcompBatched<Fmt>DecompressAsync`` per bitstream present, then the per-page
 actual sizes and statuses and the outputs come back, and the stream is
 synchronised once. Known output sizes mean nvCOMP never has to size outputs
 itself (no hidden synchronisation). Every page's status and size is checked,
-and the batch's CRC-32s run in the same stream (:mod:`dask_hwdecomp.gpu.checksums`).
+and the call's CRC-32s run in the same stream (:mod:`dask_hwdecomp.gpu.checksums`).
 
 Bitstreams: SNAPPY (raw block), DEFLATE (raw RFC 1951, inputs copied to
 4-byte aligned addresses), LZ4 (block), ZSTD (frames). Multi-member GZIP and
@@ -38,7 +38,7 @@ class _Group(NamedTuple):
     """Consecutive jobs of one bitstream: one nvCOMP call."""
 
     algo: Algo
-    start: int  # index of its first job in the batch
+    start: int  # index of its first job in the call
     num_jobs: int
     biggest: int  # the largest output, and all outputs together (nvCOMP sizes its temp space by them)
     total: int

@@ -119,7 +119,7 @@ class Router:
         )
 
     def run(self, jobs: Sequence[Job], src: memoryview, dst: memoryview, report: ReadReport) -> None:
-        """Decompress ``jobs``, one batched call per backend; fill ``report``.
+        """Decompress a batch's ``jobs``, one ``decompress`` per backend; fill ``report``.
 
         Raises
         ------
@@ -163,7 +163,7 @@ class Router:
                 if backend.name == "cpu" or not self.options.cpu_retry or isinstance(exc, ChecksumError):
                     raise
                 report.retries.append(str(exc))
-                for job in group:  # the GPU batch is redone as a whole on the CPU
+                for job in group:  # the backend's jobs are redone as a whole on the CPU
                     decompress_one(job, src, dst)
             elapsed = time.perf_counter() - t0
             _account(report, backend.name, group, elapsed)

@@ -32,7 +32,7 @@ class CudaError(HwdecompError):
 
 
 class NvcompError(HwdecompError):
-    """An nvCOMP call failed as a whole (not one page of a batch)."""
+    """An nvCOMP call failed as a whole (not one page of it)."""
 
 
 NVCOMP_STATUS = {

@@ -127,10 +127,10 @@ class PinnedPool(CappedPool):
 
 
 class DeviceArena:
-    """One grow-only device allocation, carved per batch by its owner.
+    """One grow-only device allocation, carved per call by its owner.
 
-    A stream's batches reuse it; it is replaced by a bigger one only when a
-    batch needs more, so steady state allocates nothing.
+    A stream's calls reuse it; it is replaced by a bigger one only when a
+    call needs more, so steady state allocates nothing.
 
     Parameters
     ----------
@@ -172,7 +172,7 @@ class DeviceArena:
 
 
 class HostScratch:
-    """A grow-only pinned host block for a stream's per-batch metadata."""
+    """A grow-only pinned host block for a stream's per-call metadata."""
 
     def __init__(self, alloc_host):
         self._alloc = alloc_host

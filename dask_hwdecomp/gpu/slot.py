@@ -1,21 +1,21 @@
-"""One stream with its own arena and scratch: runs one merged batch at a time.
+"""One stream with its own arena and scratch: runs one GPU call at a time.
 
-A :class:`Slot` executes a batch in stream order: inputs in, the backend's
+A :class:`Slot` executes a call (the parts the batcher merged) in stream order: inputs in, the backend's
 launch (its metadata copy and its batched call or calls), the CRC-32s of its
 outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
 one synchronisation, then the per-job results are read on the host. With
 page CRC-32s (``verify_checksums``) those run first, with a synchronisation
 of their own, and a page whose stored bytes fail never reaches the decoder.
-Everything of a batch is on the slot's one stream: a host-to-device copy on
+Everything of a call is on the slot's one stream: a host-to-device copy on
 another stream raced with nvCOMP and gave wrong output (docs/gpu.md, "Known
 nvCOMP 6.0 hazards").
 
 The arena holds the launcher's scratch (metadata, result slots) first, then
-the batch's inputs and outputs, then ``guard_bytes`` the launcher asks for:
+the call's inputs and outputs, then ``guard_bytes`` the launcher asks for:
 a decoder that may write past an output's declared size (the engine) can
-then only hit other inputs and outputs of the batch, never its result slots
+then only hit other inputs and outputs of the call, never its result slots
 or memory outside the arena. Such a launcher says ``contains_failures =
-False``, and a batch in which any job failed is run once more without the
+False``, and a call in which any job failed is run once more without the
 failed jobs (every caller's outputs may have been hit); if that run fails
 too, no output of it is trusted: all its jobs are returned as failed.
 """
@@ -35,7 +35,7 @@ from .staging import DEVICE_ALIGN, Part, place
 
 __all__ = ["Slot", "Launcher", "Prepared", "Failure"]
 
-_UNTRUSTED = "not trusted: its batch failed twice, and a failed engine operation may write past its output"
+_UNTRUSTED = "not trusted: its call failed twice, and a failed engine operation may write past its output"
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Failure:
 
 
 class Prepared(NamedTuple):
-    """What a launcher needs for a batch, from :meth:`Launcher.prepare`."""
+    """What a launcher needs for a call, from :meth:`Launcher.prepare`."""
 
     device_bytes: int  # device scratch (metadata, result slots, temporary space)
     host_bytes: int  # pinned host scratch
@@ -108,12 +108,12 @@ class Slot:
             raise
 
     def run(self, parts: Sequence[Part]) -> list[list[Failure]]:
-        """Decompress a batch; per part, the jobs that failed (empty: all good).
+        """Run one call; per part, the jobs that failed (empty: all good).
 
         Raises
         ------
         CudaError, NvcompError
-            The batch as a whole failed.
+            The call as a whole failed.
         """
         failures = self._run_once(parts)
         # A job with a status was not run (the engine call left it out), and

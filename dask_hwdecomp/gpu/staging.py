@@ -1,6 +1,6 @@
-"""Laying a merged batch out in a device arena, and the copies in and out.
+"""Laying a GPU call out in a device arena, and the copies in and out.
 
-A batch is one or more *parts* (a caller's jobs with its own ``src`` and
+A call is one or more *parts* (a caller's jobs with its own ``src`` and
 ``dst`` host buffers). Compressed inputs are copied to the device in *runs*:
 jobs whose host ranges are close (gap up to :data:`MAX_GAP`) share one copy,
 so a column chunk's pages, with their headers between them, go in one copy
@@ -9,7 +9,7 @@ bitstreams that need an aligned start (raw deflate: 4 bytes in nvCOMP) get a
 copy each, to an aligned device address, instead of a host-side repack.
 A job that carries a Parquet page CRC (``verify_checksums``) brings its
 whole page's stored bytes to the device (levels, gzip framing), where the
-batch's CRC-32 runs over them.
+call's CRC-32 runs over them.
 
 Outputs land on the device with the same relative offsets as in the host
 ``dst``, and come back in runs too: a run also carries the bytes between two
@@ -38,7 +38,7 @@ DEVICE_ALIGN = 256
 
 @dataclass
 class Part:
-    """One caller's share of a batch.
+    """One caller's share of a call.
 
     ``protect`` holds sorted, disjoint ``(start, end)`` ranges of ``dst`` that
     copies back must not touch.
@@ -78,12 +78,12 @@ class _Run(NamedTuple):
 
 @dataclass
 class Placement:
-    """Where every job of a batch lives in the arena (offsets from its base).
+    """Where every job of a call lives in the arena (offsets from its base).
 
     Attributes
     ----------
     jobs : list of Job
-        All jobs of the batch, grouped by bitstream (stable within a group).
+        All jobs of the call, grouped by bitstream (stable within a group).
     part_of : numpy.ndarray
         Index of the part each job came from.
     src_dev, dst_dev : numpy.ndarray of uint64
@@ -149,7 +149,7 @@ def _input_range(job: Job) -> tuple[int, int]:
 
 
 def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Callable[[Job], object]) -> Placement:
-    """Plan the arena layout and the copies of a batch.
+    """Plan the arena layout and the copies of a call.
 
     Parameters
     ----------
