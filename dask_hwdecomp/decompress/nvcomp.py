@@ -40,8 +40,8 @@ class _Group(NamedTuple):
     algo: Algo
     start: int  # index of its first job in the call
     num_jobs: int
-    biggest: int  # the largest output, and all outputs together (nvCOMP sizes its temp space by them)
-    total: int
+    biggest: int  # the largest output: nvCOMP sizes its temp space by it and the total
+    total: int  # all outputs together
 
 
 class _State(NamedTuple):
