@@ -91,11 +91,13 @@ class Options:
     cpu_threads : int
         Threads of the CPU decompression pool.
     batch_bytes : int or str
-        Byte budget of one batched decompression call (uncompressed bytes).
-        A partition whose pages exceed it is decompressed in several calls.
+        Byte budget (uncompressed bytes) of one batch (the pieces of a
+        partition decompressed together; a partition whose pages exceed it
+        is read in several batches) and of one GPU call (the parts of
+        concurrent tasks a stream runs at once).
     verify_checksums : bool
         Also check each page's CRC-32 where the writer stored one (on the
-        GPU for GPU batches); a mismatch raises
+        GPU for GPU backends); a mismatch raises
         :class:`~dask_hwdecomp.errors.ChecksumError`. A GZIP page's CRC-32
         and a Zstd frame's content checksum are always checked.
     max_page_bytes : int or str

@@ -28,7 +28,7 @@ def batch(paths):
         plan = plan_piece(fs, Piece(str(path)), None)
         data = path.read_bytes()
         files.append(FileSpec(plan.footer, plan.row_groups,
-                              [ChunkSpec(rg, col, rng, where, pos + rng.start) for rg, col, rng, where in plan.chunks]))
+                              [ChunkSpec(c.row_group, c.column, c.rng, c.where, pos + c.rng.start) for c in plan.chunks]))
         parts.append(data)
         pos += len(data)
     return np.frombuffer(bytearray(b"".join(parts)), np.uint8), files

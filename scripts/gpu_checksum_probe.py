@@ -29,10 +29,10 @@ from dask_hwdecomp.bench.decompression import checksum_cost  # noqa: E402
 from dask_hwdecomp.bench.pages import compress_pages  # noqa: E402
 from dask_hwdecomp.decompress import nvcomp  # noqa: E402
 from dask_hwdecomp.errors import PageLocation  # noqa: E402
-from dask_hwdecomp.format.codecs import Algo  # noqa: E402
-from dask_hwdecomp.format.layout import Job  # noqa: E402
 from dask_hwdecomp.format.xxh64 import xxh64, zstd_with_checksum  # noqa: E402
+from dask_hwdecomp.jobs import Algo, Job  # noqa: E402
 from dask_hwdecomp.options import Options  # noqa: E402
+
 import checksum_cases as cc  # noqa: E402
 
 

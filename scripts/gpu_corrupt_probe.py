@@ -11,7 +11,7 @@ sys.path.insert(0, "tests")
 from pagegen import make_batch
 from corruption import corrupt
 from dask_hwdecomp.decompress import registry
-from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 algo, mode = Algo(sys.argv[1]), sys.argv[2]
 b = registry.get_backend("nvcomp", Options(streams=1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.jobs import Algo
 
 __all__ = ["corrupt", "MODES"]
 

@@ -11,8 +11,8 @@ import cramjam
 import numpy as np
 
 from dask_hwdecomp.errors import PageLocation
-from dask_hwdecomp.format.codecs import Algo, preamble_of
-from dask_hwdecomp.format.layout import Job
+from dask_hwdecomp.format.codecs import preamble_of
+from dask_hwdecomp.jobs import Algo, Job
 
 __all__ = ["compress", "payload", "make_batch"]
 

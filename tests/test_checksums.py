@@ -25,11 +25,10 @@ from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.decompress.validate import zstd_frames
 from dask_hwdecomp.errors import ChecksumError, PageLocation
-from dask_hwdecomp.format.codecs import Algo
-from dask_hwdecomp.format.layout import Job, PageCrc
 from dask_hwdecomp.format.xxh64 import content_checksum_matches, xxh64
 from dask_hwdecomp.gpu.checksums import crc_checks
 from dask_hwdecomp.gpu.staging import Part, place
+from dask_hwdecomp.jobs import Algo, Job, PageCrc
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
 from dask_hwdecomp.service.wire import Run, pack_jobs, unpack_jobs

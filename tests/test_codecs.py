@@ -11,9 +11,9 @@ import pytest
 
 from dask_hwdecomp.decompress.cpu import decompress_one
 from dask_hwdecomp.errors import CorruptPageError, PageLocation
-from dask_hwdecomp.format.codecs import Algo, plan_body
-from dask_hwdecomp.format.layout import Job
+from dask_hwdecomp.format.codecs import plan_body
 from dask_hwdecomp.format.structs import Codec
+from dask_hwdecomp.jobs import Algo, Job
 
 WHERE = PageLocation(file="f.parquet", row_group=0, column="c", page=3)
 

@@ -151,8 +151,8 @@ def _batch(paths, columns=None):
         plan = plan_piece(fs, Piece(str(path)), columns)
         data = path.read_bytes()
         specs = []
-        for rg, col, rng, where in plan.chunks:
-            specs.append(ChunkSpec(rg, col, rng, where, pos + rng.start))
+        for c in plan.chunks:
+            specs.append(ChunkSpec(c.row_group, c.column, c.rng, c.where, pos + c.rng.start))
         parts.append(data)
         files.append(FileSpec(plan.footer, plan.row_groups, specs))
         pos += len(data)

@@ -21,7 +21,7 @@ from fsspec.implementations.local import LocalFileSystem
 import dask_hwdecomp
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.format.structs import Codec, DataPageHeaderV2, PageHeader, PageType
-from dask_hwdecomp.io.batch import decompress_pieces
+from dask_hwdecomp.io.batch import decompress_batch
 from dask_hwdecomp.io.plan import Piece, plan_piece
 from dask_hwdecomp.options import current_options
 from dask_hwdecomp.report import PYARROW_NO_GPU, ReadReport
@@ -138,7 +138,7 @@ def test_table_does_not_point_into_the_image(matrix_files, file_id):
     opts = current_options(backend="cpu")
     fs = LocalFileSystem()
     plan = plan_piece(fs, Piece(str(f.path)), None)
-    batch = decompress_pieces(fs, [plan], Router(opts), opts, ReadReport())
+    batch = decompress_batch(fs, [plan], Router(opts), opts, ReadReport())
     try:
         image = batch.images[0].buffer
         lo, hi = image.address, image.address + image.size

@@ -75,7 +75,7 @@ def test_service_concurrent_callers_share_the_childs_batcher():
     with _open("standin_merging_8x30", streams=1) as b:
         run_concurrently(b, [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)])
         stats = b.stats()
-    assert stats["parts"] == 8 and stats["batches"] in (1, 2), stats
+    assert stats["parts"] == 8 and stats["calls"] in (1, 2), stats
 
 
 def test_service_segments_are_mapped_and_registered_once(standin):

@@ -66,7 +66,7 @@ def test_two_worker_processes_share_one_service_and_their_pages_are_merged():
         assert [w.wait(timeout=120) for w in workers] == [0, 0]
         stats = b.stats()
         assert b.pid == pid
-    assert stats["parts"] == 8 and 1 <= stats["batches"] <= 2, stats
+    assert stats["parts"] == 8 and 1 <= stats["calls"] <= 2, stats
     assert stats["connections"] == 3 and stats["hosted_backends"] == 1, stats
 
 

@@ -22,9 +22,9 @@ import cramjam
 import numpy as np
 
 from ..errors import PageLocation
-from ..format.codecs import Algo, preamble_of
-from ..format.layout import Job, PageCrc
+from ..format.codecs import preamble_of
 from ..format.structs import Codec
+from ..jobs import Algo, Job, PageCrc
 
 __all__ = ["COMPRESSORS", "compress_page", "sample_payload", "PAGE_CODECS", "PageSet", "read_plain_pages", "compress_pages"]
 

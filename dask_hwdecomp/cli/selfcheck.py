@@ -153,7 +153,7 @@ def _check_merged_failure(backend) -> tuple[bool, str]:
                 backend.decompress(jobs[:1], s.view, d.view)
                 start.wait()
                 if i == 0:
-                    batches[0] = backend.stats()["batches"]
+                    batches[0] = backend.stats()["calls"]
                 start.wait()
                 backend.decompress(jobs, s.view, d.view)
                 out = bytes(d.view)
@@ -168,7 +168,7 @@ def _check_merged_failure(backend) -> tuple[bool, str]:
     for t in threads:
         t.join()
     named = isinstance(outcome[0], CorruptPageError) and outcome[0].location == bad.location
-    shared = "in one batch" if backend.stats()["batches"] - batches[0] == 1 else "(the callers did not share a batch)"
+    shared = "in one batch" if backend.stats()["calls"] - batches[0] == 1 else "(the callers did not share a batch)"
     if named and outcome[1] == []:
         return True, (f"the truncated {algo.value} page is named; the other caller's {len(sizes)} pages are right, "
                       + shared)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 __all__ = ["add_parser", "run"]
 
@@ -20,7 +21,26 @@ def add_parser(subparsers) -> None:
     p.add_argument("--persist", action="store_true", help="run: keep serving when no client is attached")
     p.add_argument("--idle-s", type=float, default=2.0, help="run: exit this long after the last client left")
     p.add_argument("--json", action="store_true", help="status: print JSON")
+    p.add_argument("--timeout-s", type=float, default=60.0, help="stop: longest wait for a service to exit")
     p.set_defaults(func=run)
+
+
+def _exited(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # not ours (cannot be: the directory is ours); do not wait
+            return False
+        try:  # a service this process started (tests): reap it
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
 
 
 def run(args) -> int:
@@ -41,19 +61,21 @@ def run(args) -> int:
         for entry in found:
             try:
                 query(entry["socket"], wire.Stop("hwdecomp service stop"))
-                entry["stopped"] = True
             except (ServiceUnreachable, OSError):
                 entry["stopped"] = False
+            else:  # it finishes its runs first: wait until it is gone
+                entry["stopped"] = _exited(int(entry["service_pid"]), args.timeout_s)
     if args.json:
         print(json.dumps(found, indent=2))
     elif not found:
         print(f"no GPU service runs in {directory}")
     for entry in found if not args.json else ():
         if args.action == "stop":
-            print(f"{'stopped' if entry['stopped'] else 'could not stop'} {entry['socket']}")
+            print(f"{'stopped' if entry['stopped'] else 'could not stop'} pid {entry['service_pid']} "
+                  f"({entry['socket']})")
         else:
             print(f"pid {entry.get('service_pid')} GPU {entry.get('gpu')}: {entry.get('clients')} client(s), "
                   f"{entry.get('hosted_backends')} backend(s), {entry.get('runs')} run(s), "
                   f"{entry.get('gpu_calls')} GPU call(s) of {entry.get('gpu_pages')} page(s), "
                   f"{entry.get('refused')} refused ({entry['socket']})")
-    return 0
+    return 0 if all(entry.get("stopped", True) for entry in found) else 1

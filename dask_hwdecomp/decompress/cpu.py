@@ -17,9 +17,8 @@ import cramjam
 import numpy as np
 
 from ..errors import ChecksumError, CorruptPageError
-from ..format.codecs import Algo
-from ..format.layout import Job
 from ..format.pages import check_page_crc
+from ..jobs import Algo, Job
 from .protocol import gzip_crc_error, size_mismatch
 
 __all__ = ["CpuBackend", "decompress_one"]
@@ -128,7 +127,7 @@ class CpuBackend:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="hwdecomp-cpu")
 
     def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview) -> None:
-        """Run ``jobs``; raises the first job's error (by batch order)."""
+        """Run ``jobs``; raises the first job's error (in ``jobs`` order)."""
         if not jobs:
             return
         if self.threads == 1 or len(jobs) == 1:

@@ -12,7 +12,7 @@ break the contract on purpose, to show each check catches what it is for:
 * **size slots**: the slots are first filled with the right sizes, then
   zeroed as the hardware backend does before each call; every successful
   operation must then record its size, and an operation given a truncated
-  input (the last one of the batch) must not read as its full size.
+  input (the last one of the call) must not read as its full size.
 
 The truncated operation's own output and what it writes after it are not
 judged (``dstNumBytes`` is only a hint); how far it wrote is reported.
@@ -23,12 +23,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..format.codecs import preamble_of
 from ..gpu.engine import ALGO_BIT
 from ..gpu.staging import DEVICE_ALIGN
+from ..jobs import Algo
 from ..rounding import round_up
 
 __all__ = ["CheckResult", "check_engine", "main", "GAP"]
@@ -46,7 +48,15 @@ class CheckResult:
     detail: str
 
 
-def _pages(algos, sizes, seed: int):
+class _Page(NamedTuple):
+    """A test page: its bitstream, compressed body and the data it decodes to."""
+
+    algo: Algo
+    body: bytes
+    data: bytes
+
+
+def _pages(algos, sizes, seed: int) -> list[_Page]:
     from ..bench.pages import compress_page, sample_payload
 
     rng = np.random.default_rng(seed)
@@ -55,7 +65,7 @@ def _pages(algos, sizes, seed: int):
         algo = algos[k % len(algos)]
         data = sample_payload(size, rng)
         body = compress_page(algo, data)
-        out.append((algo, body, data))
+        out.append(_Page(algo, body, data))
     return out
 
 
@@ -77,16 +87,16 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
     pages = _pages(algos, [min(s, top) for s in sizes] * len(algos), seed)
     n = len(pages)
     # The last page is the failing one: its input loses its second half.
-    t_algo, t_body, t_data = pages[-1]
-    pages[-1] = (t_algo, t_body[: max(preamble_of(t_algo, t_body) + 1, len(t_body) // 2)], t_data)
+    last = pages[-1]
+    pages[-1] = last._replace(body=last.body[: max(preamble_of(last.algo, last.body) + 1, len(last.body) // 2)])
     src_off, pos = [], 0
-    for _, body, _ in pages:
+    for page in pages:
         src_off.append(pos)
-        pos = round_up(pos + len(body), DEVICE_ALIGN)
+        pos = round_up(pos + len(page.body), DEVICE_ALIGN)
     dst_off, dpos = [], pos + GAP
-    for _, _, data in pages:
+    for page in pages:
         dst_off.append(dpos)
-        dpos = round_up(dpos + len(data), DEVICE_ALIGN) + GAP
+        dpos = round_up(dpos + len(page.data), DEVICE_ALIGN) + GAP
     out_start, out_end = pos, dpos + driver.max_length  # room for the truncated page's stray writes
     slots = round_up(out_end, DEVICE_ALIGN)
     total = slots + 4 * n
@@ -95,22 +105,22 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
     try:
         base = mem.ptr
         staging = np.zeros(total, dtype=np.uint8)
-        for (_, body, _), off in zip(pages, src_off):
-            staging[off : off + len(body)] = np.frombuffer(body, dtype=np.uint8)
-        expected = np.array([len(d) for _, _, d in pages], dtype=np.uint32)
-        staging[slots:] = expected.view(np.uint8)  # the right sizes, as an earlier batch would leave them
+        for page, off in zip(pages, src_off):
+            staging[off : off + len(page.body)] = np.frombuffer(page.body, dtype=np.uint8)
+        expected = np.array([len(page.data) for page in pages], dtype=np.uint32)
+        staging[slots:] = expected.view(np.uint8)  # the right sizes, as an earlier call would leave them
         driver.htod(base, staging.ctypes.data, total, stream)
         driver.memset_d32(base + out_start, _CANARY, (out_end - out_start) // 4, stream)
         driver.memset_d32(base + slots, 0, n, stream)  # as the hardware backend does before each call
         params = np.zeros(n, dtype=driver.params_dtype)
-        for k, (algo, body, data) in enumerate(pages):
-            skip = preamble_of(algo, body)
+        for k, page in enumerate(pages):
+            skip = preamble_of(page.algo, page.body)
             params[k]["src"] = base + src_off[k] + skip
-            params[k]["src_num_bytes"] = len(body) - skip
+            params[k]["src_num_bytes"] = len(page.body) - skip
             params[k]["dst"] = base + dst_off[k]
-            params[k]["dst_num_bytes"] = len(data)
+            params[k]["dst_num_bytes"] = len(page.data)
             params[k]["dst_act_bytes"] = base + slots + 4 * k
-            params[k]["algo"] = ALGO_BIT[algo]
+            params[k]["algo"] = ALGO_BIT[page.algo]
         driver.batch_decompress(params, stream)
         back = np.zeros(total, dtype=np.uint8)
         driver.dtoh(back.ctypes.data, base, total, stream)
@@ -121,7 +131,7 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
     return _judge(pages, dst_off, out_start, out_end, back, slots, expected)
 
 
-def _judge(pages, dst_off, out_start, out_end, back, slots, expected) -> list[CheckResult]:
+def _judge(pages: list[_Page], dst_off, out_start, out_end, back, slots, expected) -> list[CheckResult]:
     n = len(pages)
     actual = back[slots : slots + 4 * n].view(np.uint32)
     canary = np.frombuffer(np.uint32(_CANARY).tobytes(), dtype=np.uint8)
@@ -130,7 +140,7 @@ def _judge(pages, dst_off, out_start, out_end, back, slots, expected) -> list[Ch
     inside = np.zeros(out_end - out_start, dtype=bool)
     for k in range(n - 1):
         start = dst_off[k]
-        data = pages[k][2]
+        data = pages[k].data
         if bytes(back[start : start + len(data)]) != data:
             wrong.append(k)
         inside[start - out_start : start - out_start + len(data)] = True

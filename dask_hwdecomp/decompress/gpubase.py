@@ -4,8 +4,9 @@ A GPU backend is a :class:`GpuBackend` with a *launcher* (the format-specific
 batched call, see :class:`dask_hwdecomp.gpu.slot.Launcher`) and an *ops*
 object (memory operations; the real CUDA one, or the engine stand-in in CI).
 ``decompress`` validates every job on the host, cuts the caller's jobs into
-parts of at most ``batch_bytes`` of output, hands them to the process's
-batcher (which merges parts of concurrent callers into one call per stream),
+parts of at most ``batch_bytes`` of output (:mod:`dask_hwdecomp.budget`),
+hands them to the process's batcher (which merges parts of concurrent
+callers into one GPU *call* per stream),
 and turns per-page failures into :class:`~dask_hwdecomp.errors.CorruptPageError`
 naming the page. A backend made with ``redo_on_cpu`` (the engine, whose
 operations have no status of their own) first redoes failed pages on the
@@ -15,7 +16,7 @@ returns how many pages were redone (the read's report shows them).
 Checksums, always checked (a failure is :class:`~dask_hwdecomp.errors.ChecksumError`
 with the expected and actual values): the gzip trailer's CRC-32 of every raw
 deflate output and, with ``verify_checksums``, the Parquet page CRC-32 of
-the stored page bytes, both on the device in the batch (see
+the stored page bytes, both on the device in the call (see
 :mod:`dask_hwdecomp.gpu.checksums`); a Zstd frame's content checksum on the
 host (XXH64 through libzstd, see :func:`_check_zstd_content`) unless the
 launcher says its decoder verifies it. The output size is always checked
@@ -25,16 +26,17 @@ launcher says its decoder verifies it. The output size is always checked
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
+from ..budget import split_by_budget
 from ..errors import ChecksumError, CorruptPageError
-from ..format.codecs import Algo
-from ..format.layout import Job
 from ..format.pages import check_page_crc, page_crc_error
 from ..format.xxh64 import content_checksum_matches, xxh64
 from ..gpu.batcher import Batcher
 from ..gpu.memory import PinnedPool
 from ..gpu.slot import Slot
 from ..gpu.staging import Part
+from ..jobs import Algo, Job
 from ..options import Options
 from .cpu import decompress_one
 from .protocol import gzip_crc_error, size_mismatch
@@ -52,6 +54,17 @@ def pinned_cap(options: Options) -> int:
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
         ram = 16 << 30
     return max(256 << 20, min(4 * options.batch_bytes, ram // 4))
+
+
+def _output_bytes(job: Job) -> int:
+    return job.dst_size
+
+
+class _Open(NamedTuple):
+    """What an open backend holds between calls."""
+
+    pool: PinnedPool
+    batcher: Batcher
 
 
 class GpuBackend:
@@ -137,7 +150,7 @@ class GpuBackend:
             not decompress or decompressed to the wrong size (with
             ``redo_on_cpu``: and failed on the CPU too).
         CudaError, NvcompError
-            The batch failed as a whole.
+            A GPU call failed as a whole.
         """
         if not jobs:
             return 0
@@ -159,8 +172,8 @@ class GpuBackend:
                 raise
             if frames and any(stored is not None for _, stored in frames):
                 zstd_sums[i] = frames
-        parts = [Part(chunk, src, dst, protect) for chunk in _split(jobs, self.options.batch_bytes)]
-        results = self._open()[1].run(parts)
+        parts = [Part(part, src, dst, protect) for part in split_by_budget(jobs, _output_bytes, self.options.batch_bytes)]
+        results = self._open().batcher.run(parts)
         failed = [f for failures in results for f in failures]
         rank = {id(job): i for i, job in enumerate(jobs)}
         failed.sort(key=lambda f: rank[id(f.job)])
@@ -203,7 +216,7 @@ class GpuBackend:
         ------
         CudaError
         """
-        return self._open()[0].get(nbytes)
+        return self._open().pool.get(nbytes)
 
     def register_host(self, ptr: int, nbytes: int):
         """Page-lock host memory this backend did not allocate; None if its ops cannot.
@@ -226,11 +239,11 @@ class GpuBackend:
         out.update(batcher.stats())
         return out
 
-    def _open(self) -> tuple[PinnedPool, Batcher]:
+    def _open(self) -> _Open:
         """The pinned pool and the batcher of this open backend."""
         if self._pool is None or self._batcher is None:
             raise RuntimeError(f"the {self.name} backend is closed")
-        return self._pool, self._batcher
+        return _Open(self._pool, self._batcher)
 
     def close(self) -> None:
         """Stop the batcher, free streams, arenas and pools, then owned objects."""
@@ -293,16 +306,3 @@ def _check_zstd_content(job: Job, frames: list, src, dst, backend: str) -> None:
                 f"({actual:#010x}) on {backend}",
                 job.location,
             )
-
-
-def _split(jobs: Sequence[Job], budget: int) -> list[list[Job]]:
-    """Consecutive runs of jobs with at most ``budget`` output bytes each."""
-    out: list[list[Job]] = [[]]
-    size = 0
-    for job in jobs:
-        if out[-1] and size + job.dst_size > budget:
-            out.append([])
-            size = 0
-        out[-1].append(job)
-        size += job.dst_size
-    return out

@@ -1,25 +1,25 @@
 """The ``hardware`` backend: the CUDA decompression engine of Blackwell GPUs.
 
-Per batch and stream: inputs go to the device (memory from the HW_DECOMPRESS
+Per GPU call (one stream): inputs go to the device (memory from the HW_DECOMPRESS
 pool), one host params array of 64-byte records is filled (one per page:
 sizes, pointers, the algorithm bit, and a device u32 for the actual size),
 the size slots are zeroed, **one** engine call is queued for the whole
-batch, then the actual sizes and the outputs come back and the stream is
+call, then the actual sizes and the outputs come back and the stream is
 synchronised once. Each backend gets the bitstream it takes: a Snappy page
 goes to the engine without its length preamble (``src`` past it,
 ``srcNumBytes`` less it), as NVIDIA's nvCOMP and XGBoost submit it.
 
 The engine has no per-page status: with the slots zeroed first, a slot that
 does not hold the page header's size marks a failed operation (a slot the
-engine left alone reads 0, never a size from an earlier batch), and inputs
+engine left alone reads 0, never a size from an earlier call), and inputs
 are checked on the host first (corrupt input is undefined behaviour on the
 engine). A call the driver rejects for one operation (the classic entry
 point's error index) is made again without it. Failed operations are redone
-on the CPU (``cpu.decompress_one``), the rest of the batch stands; a page the
+on the CPU (``cpu.decompress_one``), the rest of the call stands; a page the
 CPU rejects too is a ``CorruptPageError``. ``dstNumBytes`` is only a hint to
 the engine, so a failed operation may have written past its output: the
 slot (``gpu/slot.py``) keeps the result slots before the data and guard
-space of the maximum length after it, and runs a batch with a failure again
+space of the maximum length after it, and runs a call with a failure again
 without the failed pages before any caller's output is trusted.
 
 Routing (see :mod:`dask_hwdecomp.decompress.routing`): the algorithms come
@@ -42,6 +42,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..gpu.engine import ALGO_BIT, EngineCallError
+from ..gpu.slot import Prepared
 from ..options import Options
 
 __all__ = ["probe", "create", "create_with", "HardwareLauncher", "usable_length"]
@@ -115,9 +116,9 @@ class HardwareLauncher:
     def status_text(status: int) -> str:
         return f"the engine call failed with CUresult {status} for this operation"
 
-    def prepare(self, jobs: Sequence, stream):
+    def prepare(self, jobs: Sequence, stream) -> Prepared:
         n = len(jobs)
-        return 4 * n + 256, 4 * n, jobs
+        return Prepared(device_bytes=4 * n + 256, host_bytes=4 * n, state=jobs)
 
     def launch(self, jobs, stream, src_ptrs, dst_ptrs, scratch: int, host):
         n = len(jobs)
@@ -130,7 +131,7 @@ class HardwareLauncher:
         params["dst"] = dst_ptrs.astype(np.int64)
         params["algo"] = np.fromiter((ALGO_BIT[j.algo] for j in jobs), dtype=np.int32, count=n)
         # A slot the engine does not write (a failed operation) must not
-        # keep a size from an earlier batch.
+        # keep a size from an earlier call.
         self.driver.memset_d32(scratch, 0, n, stream)
         submitted: list[np.ndarray] = []
         rejected = self._submit(params, stream, submitted)

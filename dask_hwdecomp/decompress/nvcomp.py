@@ -1,13 +1,13 @@
 """The ``nvcomp`` backend: nvCOMP's batched C API, fully asynchronous.
 
-Per batch and stream: the inputs go to the device in a few copies
+Per GPU call (one stream): the inputs go to the device in a few copies
 (:mod:`dask_hwdecomp.gpu.staging`), one pinned metadata block goes in
 (input pointers and sizes, output pointers and capacities), then one
 ``nvcompBatched<Fmt>DecompressAsync`` per bitstream present, then the per-page
 actual sizes and statuses and the outputs come back, and the stream is
 synchronised once. Known output sizes mean nvCOMP never has to size outputs
 itself (no hidden synchronisation). Every page's status and size is checked,
-and the batch's CRC-32s run in the same stream (:mod:`dask_hwdecomp.gpu.checksums`).
+and the call's CRC-32s run in the same stream (:mod:`dask_hwdecomp.gpu.checksums`).
 
 Bitstreams: SNAPPY (raw block), DEFLATE (raw RFC 1951, inputs copied to
 4-byte aligned addresses), LZ4 (block), ZSTD (frames). Multi-member GZIP and
@@ -17,11 +17,13 @@ BROTLI stay on the CPU (see :mod:`dask_hwdecomp.decompress.routing`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from ..format.codecs import Algo
+from ..gpu.slot import Prepared
 from ..gpu.staging import DEVICE_ALIGN
+from ..jobs import Algo
 from ..options import Options
 from ..rounding import round_up
 
@@ -31,6 +33,24 @@ _FMT = {Algo.SNAPPY: "Snappy", Algo.DEFLATE: "Deflate", Algo.LZ4: "LZ4", Algo.ZS
 _ORDER = {a: i for i, a in enumerate(_FMT)}
 _MAX_CHUNK = (1 << 31) - 1  # the smallest of the formats' decompression limits
 
+
+class _Group(NamedTuple):
+    """Consecutive jobs of one bitstream: one nvCOMP call."""
+
+    algo: Algo
+    start: int  # index of its first job in the call
+    num_jobs: int
+    biggest: int  # the largest output: nvCOMP sizes its temp space by it and the total
+    total: int  # all outputs together
+
+
+class _State(NamedTuple):
+    """What :meth:`NvcompLauncher.prepare` hands to :meth:`NvcompLauncher.launch`."""
+
+    jobs: Sequence
+    groups: list[_Group]
+    temp_bytes: int
+    meta_bytes: int
 
 
 def probe() -> str | None:
@@ -77,14 +97,14 @@ class NvcompLauncher:
         self.ops = ops
         self._align = {}
         for algo, fmt in _FMT.items():
-            inp, out, temp = lib.alignments(fmt)
-            if out != 1:
+            align = lib.alignments(fmt)
+            if align.output != 1:
                 # Outputs sit at the reader's byte offsets; nvCOMP 6 needs 1.
-                raise RuntimeError(f"nvCOMP {fmt} wants {out}-byte aligned outputs; only 1 is supported")
-            self._align[algo] = (inp, temp)
+                raise RuntimeError(f"nvCOMP {fmt} wants {align.output}-byte aligned outputs; only 1 is supported")
+            self._align[algo] = align
 
     def input_align(self, algo) -> int:
-        return self._align[algo][0]
+        return self._align[algo].input
 
     def order(self, job) -> int:
         return _ORDER[job.algo]
@@ -95,9 +115,9 @@ class NvcompLauncher:
 
         return nvcomp_status_text(status)
 
-    def prepare(self, jobs: Sequence, stream):
+    def prepare(self, jobs: Sequence, stream) -> Prepared:
         n = len(jobs)
-        groups = []
+        groups: list[_Group] = []
         start = 0
         while start < n:
             algo = jobs[start].algo
@@ -107,17 +127,17 @@ class NvcompLauncher:
                 biggest = max(biggest, jobs[end].dst_size)
                 total += jobs[end].dst_size
                 end += 1
-            groups.append((algo, start, end - start, biggest, total))
+            groups.append(_Group(algo, start, end - start, biggest, total))
             start = end
         temp = 0
-        for algo, _, count, biggest, total in groups:
-            temp = max(temp, self.lib.temp_bytes(_FMT[algo], count, biggest, total, stream.handle))
+        for g in groups:
+            temp = max(temp, self.lib.temp_bytes(_FMT[g.algo], g.num_jobs, g.biggest, g.total, stream.handle))
         meta = round_up(32 * n, DEVICE_ALIGN) + round_up(8 * n, DEVICE_ALIGN) + round_up(4 * n, DEVICE_ALIGN)
-        state = (jobs, groups, temp, meta)
-        return meta + temp + 256, 32 * n + 12 * n, state
+        return Prepared(device_bytes=meta + temp + 256, host_bytes=32 * n + 12 * n,
+                        state=_State(jobs, groups, temp, meta))
 
-    def launch(self, state, stream, src_ptrs, dst_ptrs, scratch: int, host):
-        jobs, groups, temp_bytes, meta = state
+    def launch(self, state: _State, stream, src_ptrs, dst_ptrs, scratch: int, host):
+        jobs, temp_bytes, meta = state.jobs, state.temp_bytes, state.meta_bytes
         n = len(jobs)
         host_ptr, host_view = host
         up = np.frombuffer(host_view, dtype=np.uint64, count=4 * n).reshape(4, n)
@@ -131,14 +151,15 @@ class NvcompLauncher:
         temp = scratch + meta
         ops = self.ops
         ops.htod(scratch, host_ptr, 32 * n, stream)
-        for algo, start, count, _, _ in groups:
+        for g in state.groups:
+            start = g.start
             self.lib.decompress(
-                _FMT[algo],
+                _FMT[g.algo],
                 src_ptrs=d_src + 8 * start,
                 src_sizes=d_src_sizes + 8 * start,
                 dst_caps=d_caps + 8 * start,
                 dst_actual=d_actual + 8 * start,
-                count=count,
+                count=g.num_jobs,
                 temp=temp,
                 temp_bytes=temp_bytes,
                 dst_ptrs=d_dst + 8 * start,

@@ -1,6 +1,6 @@
 """The protocol every decompression backend implements.
 
-A backend takes a batch: a list of :class:`~dask_hwdecomp.format.layout.Job`
+A backend takes a batch: a list of :class:`~dask_hwdecomp.jobs.Job`
 and two host buffers, ``src`` (compressed bytes) and ``dst`` (where each
 job's output lands at ``job.dst_offset``). It decompresses all of them in as
 few calls as it can, checks every output size against ``job.dst_size``, and
@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ..errors import ChecksumError, CorruptPageError
-from ..format.codecs import Algo
-from ..format.layout import Job
+from ..jobs import Algo, Job
 
 __all__ = ["Backend", "HostBuffer", "size_mismatch", "gzip_crc_error"]
 

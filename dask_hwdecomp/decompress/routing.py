@@ -15,11 +15,12 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
-from ..format.codecs import Algo
-from ..format.layout import Job
 from ..format.structs import CODEC_NAMES
+from ..jobs import Algo, Job
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from ..service.rundir import ServiceUnreachable
@@ -143,7 +144,7 @@ class Router:
         )
 
     def run(self, jobs: Sequence[Job], src: memoryview, dst: memoryview, report: ReadReport) -> None:
-        """Decompress ``jobs``, one batched call per backend; fill ``report``.
+        """Decompress a batch's ``jobs``, one ``decompress`` per backend; fill ``report``.
 
         Raises
         ------
@@ -155,14 +156,19 @@ class Router:
             backends with ``cpu_retry``, not even on the CPU).
         """
         report.unreachable.update({k: v for k, v in self.unreachable.items() if k not in report.unreachable})
-        groups: dict[int, tuple] = {}
+        backends: dict[int, Any] = {}
+        groups: dict[int, list[Job]] = {}
         for job in jobs:
             backend = self.backend_for(job)
-            groups.setdefault(id(backend), (backend, []))[1].append(job)
+            key = id(backend)
+            if key not in groups:
+                backends[key], groups[key] = backend, []
+            groups[key].append(job)
         # One backend after the other, GPU groups first and the CPU last:
         # each call returns only when its outputs are in dst, so the groups
         # do not overlap (a CPU group waits for the GPU call before it).
-        for backend, group in sorted(groups.values(), key=lambda g: g[0].name == "cpu"):
+        for key in sorted(groups, key=lambda k: backends[k].name == "cpu"):
+            backend, group = backends[key], groups[key]
             t0 = time.perf_counter()
             try:
                 if getattr(backend, "overwrites_gaps", False) and len(groups) > 1:
@@ -170,7 +176,7 @@ class Router:
                     # the bytes between them: keep other backends' outputs out.
                     others = sorted(
                         (j.dst_offset, j.dst_offset + j.dst_size)
-                        for b, g in groups.values() if b is not backend for j in g
+                        for k, g in groups.items() if k != key for j in g
                     )
                     redone = backend.decompress(group, src, dst, protect=others)
                 else:
@@ -193,21 +199,32 @@ class Router:
                 if backend.name == "cpu" or not self.options.cpu_retry or isinstance(exc, ChecksumError):
                     raise
                 report.retries.append(str(exc))
-                for job in group:  # the GPU batch is redone as a whole on the CPU
+                for job in group:  # the backend's jobs are redone as a whole on the CPU
                     decompress_one(job, src, dst)
             elapsed = time.perf_counter() - t0
             _account(report, backend.name, group, elapsed)
         report.batches += 1
 
 
+@dataclass
+class _CodecTotals:
+    """What one backend call did for one codec."""
+
+    pages: set = field(default_factory=set)  # their locations: a page of several jobs counts once
+    jobs: int = 0
+    compressed_bytes: int = 0
+    uncompressed_bytes: int = 0
+
+
 def _account(report: ReadReport, backend: str, jobs: Sequence[Job], seconds: float) -> None:
-    per_codec: dict[str, list] = defaultdict(lambda: [set(), 0, 0, 0])
+    per_codec: dict[str, _CodecTotals] = defaultdict(_CodecTotals)
     for job in jobs:
-        entry = per_codec[CODEC_NAMES.get(job.codec, str(job.codec))]
-        entry[0].add(job.location)
-        entry[1] += 1
-        entry[2] += job.src_size
-        entry[3] += job.dst_size
+        t = per_codec[CODEC_NAMES.get(job.codec, str(job.codec))]
+        t.pages.add(job.location)
+        t.jobs += 1
+        t.compressed_bytes += job.src_size
+        t.uncompressed_bytes += job.dst_size
     total = sum(j.dst_size for j in jobs) or 1
-    for codec, (pages, njobs, cbytes, ubytes) in per_codec.items():
-        report.add_jobs(backend, codec, len(pages), njobs, cbytes, ubytes, seconds * ubytes / total)
+    for codec, t in per_codec.items():
+        report.add_jobs(backend, codec, len(t.pages), t.jobs, t.compressed_bytes, t.uncompressed_bytes,
+                        seconds * t.uncompressed_bytes / total)

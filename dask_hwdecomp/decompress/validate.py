@@ -15,8 +15,8 @@ decoder's to reject, per page, with a status.
 from __future__ import annotations
 
 from ..errors import CorruptPageError
-from ..format.codecs import ZSTD_MAGIC, Algo, snappy_preamble, zstd_content_size, zstd_descriptor
-from ..format.layout import Job
+from ..format.codecs import ZSTD_MAGIC, snappy_preamble, zstd_content_size, zstd_descriptor
+from ..jobs import Algo, Job
 
 __all__ = ["check_job", "zstd_frames"]
 

@@ -10,27 +10,16 @@ magic) are made, so that hostile bytes never reach a GPU decoder unchecked.
 
 from __future__ import annotations
 
-import enum
 import struct as _struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..errors import CorruptPageError, PageLocation, UnsupportedFeatureError
+from ..jobs import Algo
 from .structs import CODEC_NAMES, Codec
 
 __all__ = ["Algo", "Span", "plan_body", "snappy_length", "snappy_preamble", "preamble_of",
            "ZSTD_MAGIC", "ZstdDescriptor", "zstd_descriptor", "zstd_content_size"]
-
-
-class Algo(enum.Enum):
-    """A plain bitstream a backend decompresses."""
-
-    SNAPPY = "snappy"  # raw Snappy block: length varint, then the elements
-    DEFLATE = "deflate"  # raw RFC 1951 stream (one gzip member's body)
-    GZIP = "gzip"  # one or more whole RFC 1952 members (CPU only)
-    LZ4 = "lz4"  # LZ4 block
-    ZSTD = "zstd"  # RFC 8878 frame(s)
-    BROTLI = "brotli"  # RFC 7932 stream
 
 
 @dataclass(frozen=True)

@@ -22,19 +22,20 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
+from ..jobs import Algo, Job, PageCrc
 from ..rounding import round_up
-from .codecs import Algo, plan_body
+from .codecs import plan_body
 from .footer import Footer
 from .layout import (
     ChunkPages,
     ChunkPlacement,
     FileLayout,
-    Job,
-    PageCrc,
+    GroupPlacement,
     build_layout,
     image_footer,
     page_header,
@@ -114,6 +115,25 @@ class BatchLayout:
         self.writer(dst, src)
 
 
+class _ScanTables(NamedTuple):
+    """What :func:`~dask_hwdecomp.format.kernels.scan_chunks` returns (rows by its ``C_``, ``P_``, ``J_`` columns)."""
+
+    chunks: np.ndarray  # per chunk: status, failing page, first page, end page
+    pages: np.ndarray
+    jobs: np.ndarray
+    blob: np.ndarray  # the rewritten page headers
+
+
+class _PlaceTables(NamedTuple):
+    """What :func:`~dask_hwdecomp.format.kernels.place` returns."""
+
+    slots: np.ndarray  # per slot (a chunk in image order): start, size, data and dictionary page offsets
+    file_end: np.ndarray  # per file: the end of its last chunk, where its footer goes
+    writes: np.ndarray
+    copies: np.ndarray
+    jobs: np.ndarray  # the jobs placed, with their page and slot
+
+
 def _num_rows(footer: Footer, rg: int) -> int:
     """The row group's declared rows: a chunk's pages must hold at least as many values."""
     return footer.row_groups[rg].get_value(RowGroup.num_rows, 0)
@@ -183,14 +203,15 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     lengths = np.array([c.rng.length for c in chunks], np.int64)
     codecs = np.array([c.rng.codec for c in chunks], np.int64)
     num_values = np.array([c.rng.num_values for c in chunks], np.int64)
-    cres, pages, jobs, blob = K.scan_chunks(
+    scanned = _ScanTables(*K.scan_chunks(
         src_np, bases, lengths, codecs, num_values, rows, max_page_bytes, Limits.max_string, Limits.max_depth
-    )
-    status = cres[:, K.C_STATUS]
+    ))
+    status = scanned.chunks[:, K.C_STATUS]
     if (status == K.ERROR).any():
         raise _Refer
     if (status == K.FALLBACK).any():
-        cres, pages, jobs, blob = _reference_chunks(src, chunks, rows, cres, pages, jobs, blob, max_page_bytes)
+        scanned = _reference_chunks(src, chunks, rows, scanned, max_page_bytes)
+    cres, pages = scanned.chunks, scanned.pages
 
     # slots: the chunks in image order (row groups as asked, columns by id)
     index = {}
@@ -219,27 +240,26 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     slot_file_a = np.array(slot_file, np.int64)
     if verify_checksums:
         _check_crcs(src, pages, cres, bases, set(slot_chunk))
-    slots, file_end, writes, copies, placed = K.place(
-        pages, jobs, slot_chunk_a, slot_file_a, cres, bases, codecs, len(files)
-    )
+    placed = _PlaceTables(*K.place(pages, scanned.jobs, slot_chunk_a, slot_file_a, cres, bases, codecs, len(files)))
 
     # footers, per file and chunk
     tails = []
     images = []
     base = 0
-    slot_rows = slots.tolist()
+    slot_rows = placed.slots.tolist()
     for fi, f in enumerate(files):
-        placed_groups: list[tuple[int, dict[int, ChunkPlacement], int, int]] = []  # (rg, columns, start, end)
+        placed_groups: list[GroupPlacement] = []
         pos = 4
         for rg, members in file_groups[fi]:
             rg_start = pos
             placed_cols: dict[int, ChunkPlacement] = {}
             for s, col in members:
-                start, size, data_off, dict_off = slot_rows[s]
-                placed_cols[col] = ChunkPlacement(start, size, data_off, None if dict_off < 0 else dict_off)
+                row = slot_rows[s]
+                start, size, dict_off = row[K.S_START], row[K.S_SIZE], row[K.S_DICT]
+                placed_cols[col] = ChunkPlacement(start, size, row[K.S_DATA], None if dict_off < 0 else dict_off)
                 pos = start + size
-            placed_groups.append((rg, placed_cols, rg_start, pos))
-        end = int(file_end[fi])
+            placed_groups.append(GroupPlacement(rg, placed_cols, rg_start, pos))
+        end = int(placed.file_end[fi])
         tail = image_footer(f.footer, placed_groups)
         tails.append((base + end, tail))
         images.append(ImagePlan(base, end + len(tail), list(f.row_groups)))
@@ -247,11 +267,11 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     file_base = np.array([im.base for im in images], np.int64)
 
     # jobs
-    job_list = _jobs(placed, pages, file_base, slot_file_a, slot_chunk_a, cres, bases, chunks, verify_checksums)
+    job_list = _jobs(placed.jobs, pages, file_base, slot_file_a, slot_chunk_a, cres, bases, chunks, verify_checksums)
 
     def fill(dst, src_view):
         dst_np = _as_array(dst)
-        K.fill(dst_np, _as_array(src_view), blob, writes, copies, file_base)
+        K.fill(dst_np, _as_array(src_view), scanned.blob, placed.writes, placed.copies, file_base)
         for im in images:
             dst[im.base : im.base + 4] = b"PAR1"
         for off, tail in tails:
@@ -318,7 +338,7 @@ def _check_crcs(src, pages, cres, bases, placed_chunks) -> None:
                 raise _Refer
 
 
-def _reference_chunks(src, chunks, rows, cres, pages, jobs, blob, max_page_bytes):
+def _reference_chunks(src, chunks, rows, scanned: _ScanTables, max_page_bytes) -> _ScanTables:
     """Scan the chunks the kernel handed back with the reference; append them to the tables.
 
     Raises
@@ -329,7 +349,8 @@ def _reference_chunks(src, chunks, rows, cres, pages, jobs, blob, max_page_bytes
     """
     from . import kernels as K
 
-    cres = cres.copy()
+    cres = scanned.chunks.copy()
+    pages, jobs, blob = scanned.pages, scanned.jobs, scanned.blob
     page_rows = [pages]
     job_rows = [jobs]
     blob_parts = [blob]
@@ -362,10 +383,10 @@ def _reference_chunks(src, chunks, rows, cres, pages, jobs, blob, max_page_bytes
                         jrows.append((_ALGO_CODE[sp.algo], value + sp.src_offset, sp.src_size, sp.dst_offset,
                                       sp.dst_size, -1 if sp.crc32 is None else sp.crc32, sp.preamble))
                         nj += 1
-            has_crc = page.crc is not None
+            crc = page.crc
             prow[i] = (page.page_type, page.header_start, page.body_start, page.body_size, page.uncompressed_size,
-                       page.levels_size, int(page.compressed), nb, len(header), jlo, nj, int(has_crc),
-                       page.crc if has_crc else 0)
+                       page.levels_size, int(page.compressed), nb, len(header), jlo, nj, int(crc is not None),
+                       0 if crc is None else crc)
             blob_parts.append(np.frombuffer(header, np.uint8))
             nb += len(header)
         npg += len(found)
@@ -373,4 +394,4 @@ def _reference_chunks(src, chunks, rows, cres, pages, jobs, blob, max_page_bytes
         cres[c, K.C_STATUS] = K.OK
         page_rows.append(prow)
         job_rows.append(np.array(jrows, np.int64).reshape(-1, K.NJ))
-    return cres, np.concatenate(page_rows), np.concatenate(job_rows), np.concatenate(blob_parts)
+    return _ScanTables(cres, np.concatenate(page_rows), np.concatenate(job_rows), np.concatenate(blob_parts))

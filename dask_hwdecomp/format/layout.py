@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import struct as _struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import CorruptPageError, PageLocation
-from .codecs import Algo, plan_body
+from ..jobs import Job, PageCrc
+from .codecs import plan_body
 from .footer import Footer
 from .pages import DECODED_PAGE_TYPES, ChunkRange, Page, check_page_crc
 from .structs import (
@@ -32,42 +34,8 @@ from .structs import (
 )
 from .thrift import Struct, T, encode_struct
 
-__all__ = ["Job", "PageCrc", "ChunkPages", "FileLayout", "ChunkPlacement", "build_layout", "image_footer",
-           "page_header"]
-
-
-@dataclass(frozen=True)
-class PageCrc:
-    """A page's stored bytes ``src[offset:+size]`` and the CRC-32 its header gives them."""
-
-    offset: int
-    size: int
-    value: int
-
-
-@dataclass
-class Job:
-    """One decompression: ``src[src_offset:+src_size]`` to ``dst[dst_offset:+dst_size]``.
-
-    Offsets are into the batch's source and destination buffers.
-    ``codec`` is the Parquet codec it came from (for reports); ``crc32`` the
-    CRC the output must have, where the stream carries one (gzip);
-    ``preamble`` the leading input bytes that frame the bitstream (a Snappy
-    block's length varint, see :class:`~dask_hwdecomp.format.codecs.Span`);
-    ``page_crc`` the Parquet page CRC-32 to check over the page's stored
-    bytes (``verify_checksums``; on the first job of the page only).
-    """
-
-    algo: Algo
-    src_offset: int
-    src_size: int
-    dst_offset: int
-    dst_size: int
-    codec: int
-    location: PageLocation
-    crc32: int | None = None
-    preamble: int = 0
-    page_crc: PageCrc | None = None
+__all__ = ["Job", "PageCrc", "ChunkPages", "FileLayout", "ChunkPlacement", "GroupPlacement", "build_layout",
+           "image_footer", "page_header"]
 
 
 @dataclass
@@ -264,7 +232,7 @@ def build_layout(
             if data_off is None:
                 data_off = pos
             placed[col_id] = ChunkPlacement(chunk_start, pos - chunk_start, data_off, dict_off)
-        placed_groups.append((rg_id, placed, rg_start, pos))
+        placed_groups.append(GroupPlacement(rg_id, placed, rg_start, pos))
     tail = image_footer(footer, placed_groups)
     layout._writes.append((base + pos, tail))
     layout.size = pos + len(tail)
@@ -281,25 +249,32 @@ class ChunkPlacement:
     dictionary_page_offset: int | None
 
 
-def image_footer(footer: Footer, groups: list[tuple[int, dict[int, ChunkPlacement], int, int]]) -> bytes:
+class GroupPlacement(NamedTuple):
+    """Where a row group lies in an image, and each of its column chunks read."""
+
+    row_group: int  # the original row-group id
+    columns: dict[int, ChunkPlacement]  # by column id; the columns not read are absent
+    start: int  # offsets from the image start
+    end: int
+
+
+def image_footer(footer: Footer, groups: list[GroupPlacement]) -> bytes:
     """The footer (with length and magic) of an image holding ``groups``.
 
     Parameters
     ----------
     footer : Footer
         The original file's footer.
-    groups : list of (int, dict, int, int)
-        Per row group in image order: its id, the placement of each column
-        read (by column id; the others are left empty), and its start and
-        end in the image.
+    groups : list of GroupPlacement
+        The row groups in image order (the columns not read are left empty).
     """
     new_groups = []
     num_rows = 0
-    for rg_id, placed, rg_start, rg_end in groups:
-        rg = footer.row_groups[rg_id]
+    for group in groups:
+        rg = footer.row_groups[group.row_group]
         new_columns = []
-        for col_id, chunk in enumerate(footer.column_chunks(rg_id)):
-            p = placed.get(col_id)
+        for col_id, chunk in enumerate(footer.column_chunks(group.row_group)):
+            p = group.columns.get(col_id)
             if p is None:
                 # Not requested: left empty; pyarrow is never asked for it.
                 new_columns.append(_chunk_meta(chunk, 4, 0, 4, None))
@@ -307,8 +282,8 @@ def image_footer(footer: Footer, groups: list[tuple[int, dict[int, ChunkPlacemen
                 new_columns.append(_chunk_meta(chunk, p.start, p.size, p.data_page_offset, p.dictionary_page_offset))
         new_rg = rg.copy()
         new_rg[RowGroup.columns] = (T.LIST, (T.STRUCT, new_columns))
-        new_rg[RowGroup.file_offset] = (T.I64, rg_start)
-        new_rg[RowGroup.total_compressed_size] = (T.I64, rg_end - rg_start)
+        new_rg[RowGroup.file_offset] = (T.I64, group.start)
+        new_rg[RowGroup.total_compressed_size] = (T.I64, group.end - group.start)
         new_groups.append(new_rg)
         num_rows += rg.get_value(RowGroup.num_rows, 0)
     meta = footer.meta.copy()

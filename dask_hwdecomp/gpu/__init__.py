@@ -12,7 +12,7 @@ device    the device and its primary context
 stream    explicit non-blocking streams (never the default stream)
 memory    pinned host buffers and their capped pool; device arenas
 ops       copies, allocation and synchronisation behind one small object
-staging   laying a merged batch out on the device and copying it back
+staging   laying a call's parts out on the device and copying them back
 batcher   merging concurrent ``decompress`` calls into one call per stream
 nvcomp_lib  ctypes bindings of nvCOMP's batched C API
 engine    the CUDA hardware decompression engine (``cuMemBatchDecompressAsync``)

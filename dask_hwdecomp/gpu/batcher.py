@@ -1,4 +1,4 @@
-"""Merging the decompression calls of concurrent threads into one call per stream.
+"""Merging the parts of concurrent threads into one GPU call per stream.
 
 GPU throughput depends on pages per call (nvCOMP gives each page to one
 warp-level worker: on an H200, Snappy ran at 31 GB/s with 256 pages per call
@@ -7,9 +7,10 @@ that concurrent readers submit are merged: each stream has a dispatcher
 thread that takes the oldest waiting part, waits up to ``latency_s`` for
 others to join (not at all when every thread that recently used the
 batcher is already waiting), takes parts in arrival order up to
-``budget_bytes`` of output, and runs them as one batch on its slot. While
-one stream's batch runs, the next dispatcher gathers the next batch, so
-copies, decompression and the callers' decoding overlap.
+``budget_bytes`` of output (:func:`~dask_hwdecomp.budget.take_within_budget`),
+and runs them as one *call* on its slot. While one stream's call runs, the
+next dispatcher gathers the next call, so copies, decompression and the
+callers' decoding overlap.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import NamedTuple
 
+from ..budget import take_within_budget
 from .staging import Part
 
 __all__ = ["Batcher"]
@@ -46,7 +48,7 @@ class Batcher:
     ops : CudaOps or stand-in
         To make the context current in the dispatcher threads.
     budget_bytes : int
-        Most output bytes merged into one batch (one part may exceed it).
+        Most output bytes merged into one call (one part may exceed it).
     latency_s : float
         Longest wait for more parts once one is queued.
     """
@@ -60,7 +62,7 @@ class Batcher:
         self._queue: collections.deque = collections.deque()
         self._recent: collections.deque = collections.deque(maxlen=_RECENT)
         self._closed = False
-        self.batches = 0
+        self.calls = 0
         self.parts = 0
         self.pages = 0
         self._threads = [
@@ -76,7 +78,7 @@ class Batcher:
         Raises
         ------
         CudaError, NvcompError
-            A batch holding one of the parts failed as a whole.
+            A call holding one of the parts failed as a whole.
         RuntimeError
             The batcher is closed.
         """
@@ -107,13 +109,8 @@ class Batcher:
         return time.monotonic() >= self._queue[0].owner.since + self.latency_s
 
     def _take(self) -> list[Part]:
-        taken = [self._queue.popleft()]
-        size = taken[0].out_bytes
-        while self._queue and size + self._queue[0].out_bytes <= self.budget_bytes:
-            part = self._queue.popleft()
-            size += part.out_bytes
-            taken.append(part)
-        return taken
+        count = take_within_budget((p.out_bytes for p in self._queue), self.budget_bytes)
+        return [self._queue.popleft() for _ in range(count)]
 
     def _serve(self, slot) -> None:
         try:
@@ -135,24 +132,24 @@ class Batcher:
                         break
                 if not self._queue:
                     continue
-                batch = self._take()
+                call = self._take()
             try:
                 if activation_error is not None:
                     raise activation_error
-                results = slot.run(batch)
+                results = slot.run(call)
             except BaseException as exc:
-                for part in batch:
+                for part in call:
                     part.owner.future.set_exception(exc)
             else:
-                for part, failures in zip(batch, results):
+                for part, failures in zip(call, results):
                     part.owner.future.set_result(failures)
             with self._cond:
-                self.batches += 1
-                self.parts += len(batch)
-                self.pages += sum(len(part.jobs) for part in batch)
+                self.calls += 1
+                self.parts += len(call)
+                self.pages += sum(len(part.jobs) for part in call)
 
     def stats(self) -> dict:
-        out = {"batches": self.batches, "parts": self.parts, "pages": self.pages}
+        out = {"calls": self.calls, "parts": self.parts, "pages": self.pages}
         for i, slot in enumerate(self._slots):
             for k, v in slot.stats().items():
                 out[f"stream{i}_{k}"] = v

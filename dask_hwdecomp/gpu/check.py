@@ -7,6 +7,8 @@ call through :func:`check_nvcomp`; both raise with the message
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..errors import HwdecompError
 
 __all__ = ["CudaError", "NvcompError", "check", "check_nvcomp", "NVCOMP_STATUS"]
@@ -30,7 +32,7 @@ class CudaError(HwdecompError):
 
 
 class NvcompError(HwdecompError):
-    """An nvCOMP call failed as a whole (not one page of a batch)."""
+    """An nvCOMP call failed as a whole (not one page of it)."""
 
 
 NVCOMP_STATUS = {
@@ -61,7 +63,15 @@ def nvcomp_status_text(status: int) -> str:
     return f"{name}: {text}"
 
 
-def _driver_text(result) -> tuple[int, str, str]:
+class _DriverText(NamedTuple):
+    """A ``CUresult`` as a number, its name and the driver's explanation."""
+
+    code: int
+    name: str
+    text: str
+
+
+def _driver_text(result) -> _DriverText:
     from cuda.bindings import driver
 
     code = int(result)
@@ -69,7 +79,7 @@ def _driver_text(result) -> tuple[int, str, str]:
     name = name.decode() if err == driver.CUresult.CUDA_SUCCESS and name else f"CUresult({code})"
     err, text = driver.cuGetErrorString(result)
     text = text.decode() if err == driver.CUresult.CUDA_SUCCESS and text else "unknown error"
-    return code, name, text
+    return _DriverText(code, name, text)
 
 
 def check(ret, what: str):
@@ -97,8 +107,8 @@ def check(ret, what: str):
     else:
         result, values = ret, ()
     if int(result) != 0:
-        code, name, text = _driver_text(result)
-        raise CudaError(f"{name}: {text} (while {what})", code=code, name=name)
+        d = _driver_text(result)
+        raise CudaError(f"{d.name}: {d.text} (while {what})", code=d.code, name=d.name)
     if not values:
         return None
     return values[0] if len(values) == 1 else values

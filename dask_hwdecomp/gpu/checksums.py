@@ -1,4 +1,4 @@
-"""The CRC-32 checks of a batch, run on the device beside its decompression.
+"""The CRC-32 checks of a GPU call, run on the device beside its decompression.
 
 Two CRC-32s (CRC-32/PKZIP, zlib's) can be checked per job:
 
@@ -8,12 +8,12 @@ Two CRC-32s (CRC-32/PKZIP, zlib's) can be checked per job:
   with ``verify_checksums`` (the bytes are on the device: staging copies the
   whole page for such a job).
 
-:func:`crc_checks` lists them for a placed batch; :class:`CrcRun` queues one
-batched CRC-32 over all of them on the batch's stream, after the launch, and
-copies the results back with the batch. The batched call is the ops
+:func:`crc_checks` lists them for a placed call; :class:`CrcRun` queues one
+batched CRC-32 over all of them on the call's stream, after the launch, and
+copies the results back with the call. The batched call is the ops
 object's ``checksummer`` (nvCOMP's ``nvcompBatchedCRC32Async`` on CUDA; the
 engine stand-in has its own). Without one, the CRCs are computed on the
-host over the batch's host buffers after the synchronisation.
+host over the call's host buffers after the synchronisation.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ __all__ = ["CrcCheck", "Mismatch", "crc_checks", "CrcRun"]
 
 @dataclass(frozen=True)
 class CrcCheck:
-    """One CRC-32 a batch checks.
+    """One CRC-32 a call checks.
 
     Attributes
     ----------
     index : int
-        The job's index in the placed batch.
+        The job's index in the placed call.
     kind : str
         ``"page"`` (stored page bytes) or ``"gzip"`` (the job's output).
     offset : int
@@ -75,7 +75,7 @@ def crc_checks(plan) -> list[CrcCheck]:
 
 
 class CrcRun:
-    """The CRC-32s of one batch: sizes of its scratch, its launch, its results.
+    """The CRC-32s of one call: sizes of its scratch, its launch, its results.
 
     Parameters
     ----------

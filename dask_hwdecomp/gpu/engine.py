@@ -28,10 +28,12 @@ takes; CI passes a stand-in with the same methods (``tests/standin_engine.py``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..errors import BackendUnavailableError
-from ..format.codecs import Algo
+from ..jobs import Algo
 from .check import CudaError, check
 from .device import Device
 from .ops import CudaOps, DeviceAllocation
@@ -80,11 +82,18 @@ class EngineCallError(CudaError):
         self.index = index
 
 
-def _layout(dtype: np.dtype) -> tuple:
+class _Layout(NamedTuple):
+    """A structured dtype's C layout: ``(name, offset, size)`` per field, and its itemsize."""
+
+    fields: tuple[tuple[str, int, int], ...]
+    itemsize: int
+
+
+def _layout(dtype: np.dtype) -> _Layout:
     fields, names = dtype.fields, dtype.names
     if fields is None or names is None:
         raise TypeError(f"{dtype} is not a structured dtype")
-    return tuple((name, fields[name][1], fields[name][0].itemsize) for name in names), dtype.itemsize
+    return _Layout(tuple((name, fields[name][1], fields[name][0].itemsize) for name in names), dtype.itemsize)
 
 
 def check_params_dtype(dtype, version: str) -> None:
@@ -105,7 +114,7 @@ def check_params_dtype(dtype, version: str) -> None:
     """
     got, want = _layout(np.dtype(dtype)), _layout(PARAMS_DTYPE)
     # The same C layout, whether or not the bindings name the trailing padding.
-    unnamed = (want[0][:-1], want[1])
+    unnamed = _Layout(want.fields[:-1], want.itemsize)
     if got not in (want, unnamed):
         raise BackendUnavailableError(
             f"cuda-bindings {version}: mem_decompress_params_dtype is {got}, this package writes {want} "

@@ -109,17 +109,17 @@ class PinnedPool(CappedPool):
         RuntimeError
             The pool is closed.
         """
-        block, want, keep = self._take(nbytes)
-        if block is not None:
-            return PinnedBuffer(self, block, nbytes)
-        if not keep:
+        taken = self._take(nbytes)
+        if taken.block is not None:
+            return PinnedBuffer(self, taken.block, nbytes)
+        if not taken.keep:
             return PinnedBuffer(self, None, nbytes)
         try:
-            block = _Block(self._alloc(want))
+            block = _Block(self._alloc(taken.want))
         except BaseException:
-            self._create_failed(want, keep)
+            self._create_failed(taken.want, taken.keep)
             raise
-        self._created(keep)
+        self._created(taken.keep)
         return PinnedBuffer(self, block, nbytes)
 
     def _destroy(self, block: _Block) -> None:
@@ -127,10 +127,10 @@ class PinnedPool(CappedPool):
 
 
 class DeviceArena:
-    """One grow-only device allocation, carved per batch by its owner.
+    """One grow-only device allocation, carved per call by its owner.
 
-    A stream's batches reuse it; it is replaced by a bigger one only when a
-    batch needs more, so steady state allocates nothing.
+    A stream's calls reuse it; it is replaced by a bigger one only when a
+    call needs more, so steady state allocates nothing.
 
     Parameters
     ----------
@@ -172,7 +172,7 @@ class DeviceArena:
 
 
 class HostScratch:
-    """A grow-only pinned host block for a stream's per-batch metadata."""
+    """A grow-only pinned host block for a stream's per-call metadata."""
 
     def __init__(self, alloc_host):
         self._alloc = alloc_host

@@ -15,10 +15,11 @@ import ctypes
 import importlib.util
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from .check import check_nvcomp
 
-__all__ = ["NvcompLib", "find_library", "FORMATS"]
+__all__ = ["NvcompLib", "Alignments", "find_library", "FORMATS"]
 
 FORMATS = ("Snappy", "Deflate", "LZ4", "Zstd")
 _SONAME = "libnvcomp.so.6"
@@ -57,6 +58,14 @@ _ONLY_SEGMENT = 0  # nvcompCRC32OnlySegment
 
 class _Alignments(ctypes.Structure):
     _fields_ = [("input", _sz), ("output", _sz), ("temp", _sz)]
+
+
+class Alignments(NamedTuple):
+    """The byte alignments a format's decompression requires."""
+
+    input: int
+    output: int
+    temp: int
 
 
 def find_library() -> Path | None:
@@ -127,8 +136,8 @@ class NvcompLib:
         self._crc_run = f
         self._crc_confs: dict[tuple[int, int], _CRC32KernelConf] = {}
 
-    def alignments(self, fmt: str) -> tuple[int, int, int]:
-        """(input, output, temp) alignment ``fmt`` requires.
+    def alignments(self, fmt: str) -> Alignments:
+        """The input, output and temp-space alignments ``fmt`` requires.
 
         Raises
         ------
@@ -136,7 +145,7 @@ class NvcompLib:
         """
         a = _Alignments()
         check_nvcomp(self._align[fmt](self._opts, ctypes.byref(a)), f"querying {fmt} alignments")
-        return a.input, a.output, a.temp
+        return Alignments(a.input, a.output, a.temp)
 
     def temp_bytes(self, fmt: str, chunks: int, max_chunk: int, total: int, stream: int) -> int:
         """Device temp bytes a batch of ``chunks`` needs (host-only query).

@@ -10,8 +10,9 @@ block freed on return). Subclasses say how a block is made and freed.
 from __future__ import annotations
 
 import threading
+from typing import Any, NamedTuple
 
-__all__ = ["CappedPool", "size_class"]
+__all__ = ["CappedPool", "Taken", "size_class"]
 
 _MIN_BLOCK = 1 << 20
 
@@ -22,6 +23,14 @@ def size_class(nbytes: int, minimum: int = _MIN_BLOCK) -> int:
     top = 1 << (n - 1).bit_length()
     step = max(top // 16, 1)
     return (n + step - 1) // step * step
+
+
+class Taken(NamedTuple):
+    """What :meth:`CappedPool._take` decided for a request."""
+
+    block: Any  # an idle block that fits, or None: create one
+    want: int  # bytes of the block to create (0 when one was found)
+    keep: bool  # whether the pool keeps the block (counted against the cap)
 
 
 class CappedPool:
@@ -49,8 +58,8 @@ class CappedPool:
     def _destroy(self, block) -> None:
         raise NotImplementedError
 
-    def _take(self, nbytes: int):
-        """(idle block that fits or None, bytes to create, whether the pool keeps it).
+    def _take(self, nbytes: int) -> Taken:
+        """An idle block that fits, or how large a block to create and whether to keep it.
 
         Raises
         ------
@@ -66,7 +75,7 @@ class CappedPool:
                 block = min(fits, key=lambda b: b.nbytes)
                 self._idle.remove(block)
                 self.reuses += 1
-                return block, 0, True
+                return Taken(block, 0, True)
             want = self._round(nbytes)
             # Free idle blocks that do not fit until the new one is under the cap.
             for block in sorted(self._idle, key=lambda b: -b.nbytes):
@@ -82,7 +91,7 @@ class CappedPool:
                 self.overflows += 1
         for block in freed:
             self._destroy(block)
-        return None, want, keep
+        return Taken(None, want, keep)
 
     def _created(self, keep: bool) -> None:
         if keep:

@@ -1,21 +1,21 @@
-"""One stream with its own arena and scratch: runs one merged batch at a time.
+"""One stream with its own arena and scratch: runs one GPU call at a time.
 
-A :class:`Slot` executes a batch in stream order: inputs in, the backend's
+A :class:`Slot` executes a call (the parts the batcher merged) in stream order: inputs in, the backend's
 launch (its metadata copy and its batched call or calls), the CRC-32s of its
 outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
 one synchronisation, then the per-job results are read on the host. With
 page CRC-32s (``verify_checksums``) those run first, with a synchronisation
 of their own, and a page whose stored bytes fail never reaches the decoder.
-Everything of a batch is on the slot's one stream: a host-to-device copy on
+Everything of a call is on the slot's one stream: a host-to-device copy on
 another stream raced with nvCOMP and gave wrong output (docs/gpu.md, "Known
 nvCOMP 6.0 hazards").
 
 The arena holds the launcher's scratch (metadata, result slots) first, then
-the batch's inputs and outputs, then ``guard_bytes`` the launcher asks for:
+the call's inputs and outputs, then ``guard_bytes`` the launcher asks for:
 a decoder that may write past an output's declared size (the engine) can
-then only hit other inputs and outputs of the batch, never its result slots
+then only hit other inputs and outputs of the call, never its result slots
 or memory outside the arena. Such a launcher says ``contains_failures =
-False``, and a batch in which any job failed is run once more without the
+False``, and a call in which any job failed is run once more without the
 failed jobs (every caller's outputs may have been hit); if that run fails
 too, no output of it is trusted: all its jobs are returned as failed.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -33,9 +33,9 @@ from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
 from .staging import DEVICE_ALIGN, Part, place
 
-__all__ = ["Slot", "Launcher", "Failure"]
+__all__ = ["Slot", "Launcher", "Prepared", "Failure"]
 
-_UNTRUSTED = "not trusted: its batch failed twice, and a failed engine operation may write past its output"
+_UNTRUSTED = "not trusted: its call failed twice, and a failed engine operation may write past its output"
 
 
 @dataclass
@@ -47,6 +47,14 @@ class Failure:
     actual: int
     status: str | None
     checksum: Mismatch | None = None
+
+
+class Prepared(NamedTuple):
+    """What a launcher needs for a call, from :meth:`Launcher.prepare`."""
+
+    device_bytes: int  # device scratch (metadata, result slots, temporary space)
+    host_bytes: int  # pinned host scratch
+    state: Any  # handed back to :meth:`Launcher.launch`
 
 
 class Launcher(Protocol):
@@ -64,8 +72,8 @@ class Launcher(Protocol):
 
     def order(self, job) -> object: ...
 
-    def prepare(self, jobs: Sequence, stream) -> tuple[int, int, object]:
-        """(device scratch bytes, pinned host bytes, state) for ``jobs``."""
+    def prepare(self, jobs: Sequence, stream) -> Prepared:
+        """The scratch ``jobs`` need, and the state :meth:`launch` takes."""
         ...
 
     def launch(self, state, stream, src_ptrs: np.ndarray, dst_ptrs: np.ndarray,
@@ -100,12 +108,12 @@ class Slot:
             raise
 
     def run(self, parts: Sequence[Part]) -> list[list[Failure]]:
-        """Decompress a batch; per part, the jobs that failed (empty: all good).
+        """Run one call; per part, the jobs that failed (empty: all good).
 
         Raises
         ------
         CudaError, NvcompError
-            The batch as a whole failed.
+            The call as a whole failed.
         """
         failures = self._run_once(parts)
         # A job with a status was not run (the engine call left it out), and
@@ -131,7 +139,8 @@ class Slot:
         n = len(plan.jobs)
         if not n:
             return failures
-        dev_bytes, host_bytes, state = launcher.prepare(plan.jobs, stream)
+        prepared = launcher.prepare(plan.jobs, stream)
+        dev_bytes, host_bytes, state = prepared.device_bytes, prepared.host_bytes, prepared.state
         checks = crc_checks(plan)
         checksummer = getattr(ops, "checksummer", None)
         pages = CrcRun([c for c in checks if c.kind == "page"], checksummer)
@@ -156,9 +165,9 @@ class Slot:
                 return part.src[job.page_crc.offset : job.page_crc.offset + job.page_crc.size]
             return part.dst[job.dst_offset : job.dst_offset + job.dst_size]
 
-        for p, host_off, dev_off, nbytes in plan.h2d:
-            if nbytes:
-                ops.htod(data + dev_off, src_addr[p] + host_off, nbytes, stream)
+        for c in plan.h2d:
+            if c.nbytes:
+                ops.htod(data + c.arena_offset, src_addr[c.part] + c.host_offset, c.nbytes, stream)
         src_ptrs = plan.src_dev + np.uint64(data)
         dst_ptrs = plan.dst_dev + np.uint64(data)
         bad_pages: dict = {}
@@ -172,9 +181,9 @@ class Slot:
         keep = np.array([k for k in range(n) if k not in bad_pages], dtype=np.int64)
         if bad_pages and len(keep):
             sub = [plan.jobs[k] for k in keep]
-            sub_dev, sub_host, sub_state = launcher.prepare(sub, stream)
-            if sub_dev <= dev_bytes and sub_host <= host_bytes:  # fits the scratch reserved
-                state = sub_state
+            again = launcher.prepare(sub, stream)
+            if again.device_bytes <= dev_bytes and again.host_bytes <= host_bytes:  # fits the scratch reserved
+                state = again.state
             else:  # decode them all: the page CRC still names the bad ones
                 keep = np.arange(n, dtype=np.int64)
         elif not bad_pages:
@@ -183,9 +192,9 @@ class Slot:
         if len(keep):
             collect = launcher.launch(state, stream, src_ptrs[keep], dst_ptrs[keep], base, host)
             outputs.launch(ops, stream, data, base + outputs_dev, host_ptr + outputs_host, host_view[outputs_host:])
-        for p, dev_off, host_off, nbytes in plan.d2h:
-            if nbytes:
-                ops.dtoh(dst_addr[p] + host_off, data + dev_off, nbytes, stream)
+        for c in plan.d2h:
+            if c.nbytes:
+                ops.dtoh(dst_addr[c.part] + c.host_offset, data + c.arena_offset, c.nbytes, stream)
         ops.synchronize(stream)
         actual = np.zeros(n, dtype=np.uint64)
         status = np.zeros(n, dtype=np.int32)

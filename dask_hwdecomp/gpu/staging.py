@@ -1,6 +1,6 @@
-"""Laying a merged batch out in a device arena, and the copies in and out.
+"""Laying a GPU call out in a device arena, and the copies in and out.
 
-A batch is one or more *parts* (a caller's jobs with its own ``src`` and
+A call is one or more *parts* (a caller's jobs with its own ``src`` and
 ``dst`` host buffers). Compressed inputs are copied to the device in *runs*:
 jobs whose host ranges are close (gap up to :data:`MAX_GAP`) share one copy,
 so a column chunk's pages, with their headers between them, go in one copy
@@ -9,7 +9,7 @@ bitstreams that need an aligned start (raw deflate: 4 bytes in nvCOMP) get a
 copy each, to an aligned device address, instead of a host-side repack.
 A job that carries a Parquet page CRC (``verify_checksums``) brings its
 whole page's stored bytes to the device (levels, gzip framing), where the
-batch's CRC-32 runs over them.
+call's CRC-32 runs over them.
 
 Outputs land on the device with the same relative offsets as in the host
 ``dst``, and come back in runs too: a run also carries the bytes between two
@@ -21,25 +21,24 @@ another backend of the same read) or the gap exceeds :data:`MAX_GAP`.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..format.layout import Job
+from ..jobs import Job
 from ..rounding import round_up
 
-__all__ = ["Part", "Placement", "place", "MAX_GAP", "DEVICE_ALIGN"]
+__all__ = ["Part", "Copy", "Placement", "place", "MAX_GAP", "DEVICE_ALIGN"]
 
 MAX_GAP = 64 << 10
 DEVICE_ALIGN = 256
 
 
-
 @dataclass
 class Part:
-    """One caller's share of a batch.
+    """One caller's share of a call.
 
     ``protect`` holds sorted, disjoint ``(start, end)`` ranges of ``dst`` that
     copies back must not touch.
@@ -56,22 +55,45 @@ class Part:
         return sum(j.dst_size for j in self.jobs)
 
 
+class Copy(NamedTuple):
+    """One copy between a part's host buffer and the arena.
+
+    Host to device it reads the part's ``src``, device to host it writes the
+    part's ``dst``.
+    """
+
+    part: int  # index of the part whose buffer it copies
+    host_offset: int
+    arena_offset: int
+    nbytes: int
+
+
+class _Run(NamedTuple):
+    """Host ranges that go in one copy: ``[start, end)`` and the indices of the jobs in it."""
+
+    start: int
+    end: int
+    members: list[int]
+
+
 @dataclass
 class Placement:
-    """Where every job of a batch lives in the arena (offsets from its base).
+    """Where every job of a call lives in the arena (offsets from its base).
 
     Attributes
     ----------
     jobs : list of Job
-        All jobs of the batch, grouped by bitstream (stable within a group).
+        All jobs of the call, grouped by bitstream (stable within a group).
     part_of : numpy.ndarray
         Index of the part each job came from.
     src_dev, dst_dev : numpy.ndarray of uint64
         Arena offsets of each job's input and output.
     page_dev : numpy.ndarray of uint64
         Arena offset of each job's page bytes (where ``job.page_crc`` is set).
-    h2d : list of (part, host_offset, arena_offset, nbytes)
-    d2h : list of (part, arena_offset, host_offset, nbytes)
+    h2d : list of Copy
+        Copies of inputs (and CRC-checked pages) from the parts' ``src``.
+    d2h : list of Copy
+        Copies of outputs back to the parts' ``dst``.
     nbytes : int
         Arena bytes the inputs and outputs take (scratch goes after).
     """
@@ -81,25 +103,25 @@ class Placement:
     src_dev: np.ndarray
     dst_dev: np.ndarray
     page_dev: np.ndarray
-    h2d: list = field(default_factory=list)
-    d2h: list = field(default_factory=list)
+    h2d: list[Copy] = field(default_factory=list)
+    d2h: list[Copy] = field(default_factory=list)
     nbytes: int = 0
 
 
-def _runs(ranges: list[tuple[int, int, int]], barrier: Callable[[int, int], bool]):
-    """Group sorted ``(start, end, idx)`` into runs; yields (start, end, [idx])."""
-    run_start = run_end = None
-    members: list[int] = []
+def _runs(ranges: list[tuple[int, int, int]], barrier: Callable[[int, int], bool]) -> Iterator[_Run]:
+    """Group sorted ``(start, end, idx)`` into runs."""
+    run_start = run_end = 0
+    members: list[int] = []  # empty until the first range
     for start, end, idx in ranges:
-        if run_end is not None and start - run_end <= MAX_GAP and not barrier(run_end, start):
+        if members and start - run_end <= MAX_GAP and not barrier(run_end, start):
             run_end = max(run_end, end)
             members.append(idx)
             continue
-        if run_end is not None:
-            yield run_start, run_end, members
+        if members:
+            yield _Run(run_start, run_end, members)
         run_start, run_end, members = start, end, [idx]
-    if run_end is not None:
-        yield run_start, run_end, members
+    if members:
+        yield _Run(run_start, run_end, members)
 
 
 def _barrier(protect: Sequence[tuple[int, int]]):
@@ -127,7 +149,7 @@ def _input_range(job: Job) -> tuple[int, int]:
 
 
 def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Callable[[Job], object]) -> Placement:
-    """Plan the arena layout and the copies of a batch.
+    """Plan the arena layout and the copies of a call.
 
     Parameters
     ----------
@@ -150,8 +172,8 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
     page_dev = np.zeros(n, dtype=np.uint64)
     part_of = np.fromiter((p for _, p, _ in flat), dtype=np.int64, count=n)
     jobs = [parts[p].jobs[i] for _, p, i in flat]
-    h2d: list = []
-    d2h: list = []
+    h2d: list[Copy] = []
+    d2h: list[Copy] = []
     pos = 0
     for p, part in enumerate(parts):
         runs_in = []
@@ -161,7 +183,7 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
             if align > 1:
                 # A copy of its own at an aligned address (no host repack).
                 at = pos + (lo - job.src_offset) % align
-                h2d.append((p, lo, at, hi - lo))
+                h2d.append(Copy(p, lo, at, hi - lo))
                 src_dev[index[(p, i)]] = at + job.src_offset - lo
                 if job.page_crc is not None:
                     page_dev[index[(p, i)]] = at + job.page_crc.offset - lo
@@ -169,18 +191,18 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
             else:
                 runs_in.append((lo, hi, i))
         runs_in.sort()
-        for start, end, members in _runs(runs_in, lambda a, b: False):
-            h2d.append((p, start, pos, end - start))
-            for i in members:
+        for run in _runs(runs_in, lambda a, b: False):
+            h2d.append(Copy(p, run.start, pos, run.end - run.start))
+            for i in run.members:
                 job = part.jobs[i]
-                src_dev[index[(p, i)]] = pos + job.src_offset - start
+                src_dev[index[(p, i)]] = pos + job.src_offset - run.start
                 if job.page_crc is not None:
-                    page_dev[index[(p, i)]] = pos + job.page_crc.offset - start
-            pos = round_up(pos + end - start, DEVICE_ALIGN)
+                    page_dev[index[(p, i)]] = pos + job.page_crc.offset - run.start
+            pos = round_up(pos + run.end - run.start, DEVICE_ALIGN)
         outs = sorted((j.dst_offset, j.dst_offset + j.dst_size, i) for i, j in enumerate(part.jobs))
-        for start, end, members in _runs(outs, _barrier(part.protect)):
-            d2h.append((p, pos, start, end - start))
-            for i in members:
-                dst_dev[index[(p, i)]] = pos + part.jobs[i].dst_offset - start
-            pos = round_up(pos + end - start, DEVICE_ALIGN)
+        for run in _runs(outs, _barrier(part.protect)):
+            d2h.append(Copy(p, run.start, pos, run.end - run.start))
+            for i in run.members:
+                dst_dev[index[(p, i)]] = pos + part.jobs[i].dst_offset - run.start
+            pos = round_up(pos + run.end - run.start, DEVICE_ALIGN)
     return Placement(jobs, part_of, src_dev, dst_dev, page_dev, h2d, d2h, pos)

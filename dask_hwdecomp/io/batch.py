@@ -1,29 +1,44 @@
-"""Decompressing the pages of many pieces as one batch.
+"""Decompressing a *batch*: pieces of one partition, fetched and decompressed together.
 
-:func:`decompress_pieces` fetches the chunks of a group of planned pieces
-into one host buffer, walks their pages, lays out the uncompressed image of
-every piece in one destination buffer, hands all jobs to the router in one
-call, and yields a :class:`DecompressedBatch` whose images pyarrow decodes.
-The batch owns its host buffers and frees them on ``close``.
+A partition's pieces are cut into batches of at most ``batch_bytes`` (their
+footers' uncompressed sizes, :mod:`dask_hwdecomp.budget`).
+:func:`decompress_batch` runs one batch step by step, each step a function
+of its own, handing named records to the next:
+
+1. :func:`~dask_hwdecomp.io.fetch.plan_fetch`: the reads, and where each
+   column chunk lands in one host buffer (a :class:`FetchPlan`);
+2. :func:`~dask_hwdecomp.io.fetch.fetch_into`: the reads;
+3. :func:`scan_and_lay_out`: the pages walked and every image laid out in one
+   destination buffer, with the jobs that fill it (a
+   :class:`~dask_hwdecomp.format.fastlayout.BatchLayout`);
+4. :func:`allocate_images`: the destination buffer;
+5. the router: every job, one ``decompress`` per backend;
+6. ``BatchLayout.fill``: headers, stored bytes and footers around the outputs;
+7. :func:`build_images`: one :class:`Image` per piece.
+
+The :class:`DecompressedBatch` owns both host buffers and frees them on
+``close``.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ..budget import split_by_budget
 from ..decompress.routing import Router
 from ..errors import LimitExceededError, PageLocation
-from ..format.fastlayout import ChunkSpec, FileSpec, ImagePlan, lay_out_batch, reference_layout
-from ..format.footer import Footer
+from ..format.fastlayout import BatchLayout, FileSpec, lay_out_batch, reference_layout
 from ..options import Options
 from ..report import ReadReport
-from .fetch import Range, coalesce, fetch_into
+from .fetch import FetchPlan, fetch_into, plan_fetch
 from .plan import PiecePlan
 
-__all__ = ["Image", "DecompressedBatch", "decompress_pieces", "group_by_budget"]
+__all__ = ["Image", "DecompressedBatch", "iter_batches", "decompress_batch", "scan_and_lay_out",
+           "allocate_images", "build_images"]
 
 _ALIGN = 64
 
@@ -47,17 +62,22 @@ class Image:
 
 
 class DecompressedBatch:
-    """Images of one batch; valid until :meth:`close`."""
+    """Images of one batch; valid until :meth:`close`.
 
-    def __init__(self, images: list[Image], buffers: list):
+    Parameters
+    ----------
+    images : list of Image
+    buffers : contextlib.ExitStack
+        Frees the host buffers the images lie in.
+    """
+
+    def __init__(self, images: list[Image], buffers: contextlib.ExitStack):
         self.images = images
         self._buffers = buffers
 
     def close(self) -> None:
         self.images = []
-        buffers, self._buffers = self._buffers, []
-        for b in buffers:
-            b.close()
+        self._buffers.close()
 
     def __enter__(self):
         return self
@@ -66,23 +86,19 @@ class DecompressedBatch:
         self.close()
 
 
-def group_by_budget(plans: list[PiecePlan], budget: int) -> list[list[PiecePlan]]:
-    """Split plans into groups whose estimated output fits ``budget`` bytes."""
-    groups: list[list[PiecePlan]] = [[]]
-    size = 0
-    for plan in plans:
-        est = plan.estimated_bytes
-        if groups[-1] and size + est > budget:
-            groups.append([])
-            size = 0
-        groups[-1].append(plan)
-        size += est
-    return [g for g in groups if g]
+def iter_batches(fs, plans: list[PiecePlan], router: Router, options: Options,
+                 report: ReadReport) -> Iterator[DecompressedBatch]:
+    """Decompress ``plans`` in batches within ``options.batch_bytes``, in order."""
+    for batch in split_by_budget(plans, _estimated_bytes, options.batch_bytes):
+        yield decompress_batch(fs, batch, router, options, report)
 
 
-def decompress_pieces(
-    fs, plans: list[PiecePlan], router: Router, options: Options, report: ReadReport
-) -> DecompressedBatch:
+def _estimated_bytes(plan: PiecePlan) -> int:
+    return plan.estimated_bytes
+
+
+def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Options,
+                     report: ReadReport) -> DecompressedBatch:
     """Fetch, scan, lay out and decompress ``plans`` as one batch.
 
     Raises
@@ -91,102 +107,77 @@ def decompress_pieces(
         Any corrupt metadata or page, naming where.
     """
     backend = router.primary
-    # 1. fetch every chunk, coalesced per file, into one host buffer
-    with report.stage("io"):
-        ranges: list[Range] = []
-        chunk_src: dict[tuple[int, int], int] = {}
-        pos = 0
-        for i, plan in enumerate(plans):
-            spans = coalesce([(r.start, r.length) for _, _, r, _ in plan.chunks if r.length])
-            mine = [Range(plan.piece.path, start, length) for start, length in spans]
-            for r in mine:
-                r.dst = pos
-                pos += r.length
-            ranges.extend(mine)
-            for j, (_, _, rng, _) in enumerate(plan.chunks):
-                chunk_src[(i, j)] = 0  # empty chunks read nothing
-                for r in mine:
-                    if rng.length and r.start <= rng.start < r.start + r.length:
-                        chunk_src[(i, j)] = r.dst + (rng.start - r.start)
-                        break
-        src_buf = backend.host_buffer(max(pos, 1))
-        buffers = [src_buf]
-        try:
-            fetch_into(fs, ranges, src_buf.view)
-        except BaseException:
-            src_buf.close()
-            raise
+    buffers = contextlib.ExitStack()  # the batch's host buffers: freed here on failure, else by the batch
     try:
+        with report.stage("io"):
+            fetch: FetchPlan = plan_fetch(plans)
+            src_buf = backend.host_buffer(max(fetch.nbytes, 1))
+            buffers.callback(src_buf.close)
+            fetch_into(fs, fetch.ranges, src_buf.view)
         src = src_buf.view
-        # 2. walk pages, lay out every image
         with report.stage("scan"):
-            files = [
-                FileSpec(_footer(plan), list(plan.row_groups),
-                         [ChunkSpec(rg, col, rng, where, chunk_src[(i, j)])
-                          for j, (rg, col, rng, where) in enumerate(plan.chunks)])
-                for i, plan in enumerate(plans)
-            ]
-            lay_out = lay_out_batch if FAST_SCAN else reference_layout
-            # Page CRCs are checked where the page is decoded (on the GPU for GPU batches).
-            layout = lay_out(src, files, max_page_bytes=options.max_page_bytes,
-                             verify_checksums=options.verify_checksums, align=_ALIGN)
-            base = layout.size
-            jobs = layout.jobs
-        # 3. one batched call per backend
-        _check_batch_size(base, layout.images, plans, options)
-        try:
-            dst_buf = backend.host_buffer(max(base, 1))
-        except MemoryError:
-            raise LimitExceededError(
-                f"cannot allocate the {base}-byte uncompressed image of the batch "
-                f"(lower the option max_batch_bytes, now {options.max_batch_bytes}, "
-                "or batch_bytes to fail earlier or read less at once)",
-                PageLocation(file=plans[0].piece.path) if len(plans) == 1 else None,
-            ) from None
-        buffers.append(dst_buf)
+            layout = scan_and_lay_out(src, fetch.files, options)
+        dst_buf = allocate_images(backend, layout, plans, options)
+        buffers.callback(dst_buf.close)
         dst = dst_buf.view
         with report.stage("decompress"):
-            router.run(jobs, src, dst, report)
+            router.run(layout.jobs, src, dst, report)
         with report.stage("scan"):
             layout.fill(dst, src)
-        images = [
-            Image(plan, pa.py_buffer(dst[image.base : image.base + image.size]), image.row_groups)
-            for plan, image in zip(plans, layout.images)
-        ]
-        report.files += len(plans)
-        return DecompressedBatch(images, buffers)
+        images = build_images(plans, layout, dst)
     except BaseException:
-        for b in buffers:
-            b.close()
+        buffers.close()
         raise
+    report.files += len(plans)
+    return DecompressedBatch(images, buffers)
 
 
-def _footer(plan: PiecePlan) -> Footer:
-    if plan.footer is None:  # the planner gives pyarrow the pieces without one
-        raise ValueError(f"{plan.piece.path}: a piece without a footer has no pages to decompress")
-    return plan.footer
+def scan_and_lay_out(src, files: list[FileSpec], options: Options) -> BatchLayout:
+    """Walk every page of the fetched chunks and lay out every image of the batch.
+
+    Page CRC-32s (``verify_checksums``) go with the jobs, to be checked
+    where each page is decoded (on the GPU for GPU backends).
+
+    Raises
+    ------
+    CorruptMetadataError, CorruptPageError, ChecksumError, LimitExceededError, UnsupportedFeatureError
+    """
+    lay_out = lay_out_batch if FAST_SCAN else reference_layout
+    return lay_out(src, files, max_page_bytes=options.max_page_bytes,
+                   verify_checksums=options.verify_checksums, align=_ALIGN)
 
 
-def _check_batch_size(total: int, layouts: list[ImagePlan], plans: list[PiecePlan], options: Options) -> None:
-    """Refuse a batch whose declared uncompressed size exceeds ``max_batch_bytes``.
+def allocate_images(backend, layout: BatchLayout, plans: list[PiecePlan], options: Options):
+    """The host buffer the batch's images are decompressed into, from ``backend``.
 
     Raises
     ------
     LimitExceededError
-        Naming the largest file of the batch and the option to raise.
+        The images would exceed ``max_batch_bytes`` (naming the largest
+        piece's file), or the buffer cannot be allocated.
     """
-    if total <= options.max_batch_bytes:
-        return
-    largest = max(range(len(layouts)), key=lambda i: layouts[i].size)
-    raise LimitExceededError(
-        f"the uncompressed image of this batch would take {total} bytes "
-        f"({layouts[largest].size} for this file), more than max_batch_bytes "
-        f"{options.max_batch_bytes} (raise the option max_batch_bytes to read it)",
-        PageLocation(file=plans[largest].piece.path),
-    )
+    if layout.size > options.max_batch_bytes:
+        plan, image = max(zip(plans, layout.images), key=lambda piece: piece[1].size)  # the first largest
+        raise LimitExceededError(
+            f"the uncompressed image of this batch would take {layout.size} bytes "
+            f"({image.size} for this file), more than max_batch_bytes "
+            f"{options.max_batch_bytes} (raise the option max_batch_bytes to read it)",
+            PageLocation(file=plan.piece.path),
+        )
+    try:
+        return backend.host_buffer(max(layout.size, 1))
+    except MemoryError:
+        raise LimitExceededError(
+            f"cannot allocate the {layout.size}-byte uncompressed image of the batch "
+            f"(lower the option max_batch_bytes, now {options.max_batch_bytes}, "
+            "or batch_bytes to fail earlier or read less at once)",
+            PageLocation(file=plans[0].piece.path) if len(plans) == 1 else None,
+        ) from None
 
 
-def iter_batches(fs, plans, router, options, report) -> Iterator[DecompressedBatch]:
-    """Decompress ``plans`` in groups within ``options.batch_bytes``."""
-    for group in group_by_budget(plans, options.batch_bytes):
-        yield decompress_pieces(fs, group, router, options, report)
+def build_images(plans: list[PiecePlan], layout: BatchLayout, dst: memoryview) -> list[Image]:
+    """One :class:`Image` per piece, over its bytes of the filled ``dst``."""
+    return [
+        Image(plan, pa.py_buffer(dst[image.base : image.base + image.size]), image.row_groups)
+        for plan, image in zip(plans, layout.images)
+    ]

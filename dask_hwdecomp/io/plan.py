@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -11,7 +12,7 @@ from ..format.footer import Footer, column_path, read_footer
 from ..format.pages import ChunkRange, chunk_range
 from ..format.structs import ColumnMetaData, RowGroup
 
-__all__ = ["Piece", "PiecePlan", "plan_piece", "select_columns", "open_footer"]
+__all__ = ["Piece", "PlannedChunk", "PiecePlan", "plan_piece", "select_columns", "open_footer"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,15 @@ class Piece:
 
     path: str
     row_groups: tuple[int, ...] | None = None
+
+
+class PlannedChunk(NamedTuple):
+    """A column chunk to read: its row group and column ids, byte range and location."""
+
+    row_group: int
+    column: int
+    rng: ChunkRange
+    where: PageLocation
 
 
 @dataclass
@@ -33,14 +43,15 @@ class PiecePlan:
     piece: Piece
     footer: Footer | None
     row_groups: list[int] = field(default_factory=list)
-    chunks: list[tuple[int, int, ChunkRange, PageLocation]] = field(default_factory=list)
+    chunks: list[PlannedChunk] = field(default_factory=list)
     unsupported: str | None = None
 
     @property
     def estimated_bytes(self) -> int:
         """Uncompressed size the footer claims (for batching only)."""
         total = 0
-        for _, _, rng, _ in self.chunks:
+        for chunk in self.chunks:
+            rng = chunk.rng
             claimed = rng.meta.get_value(ColumnMetaData.total_uncompressed_size, 0)
             total += max(rng.length, claimed if isinstance(claimed, int) else 0)
         return total
@@ -114,5 +125,5 @@ def plan_piece(fs, piece: Piece, columns, footer: Footer | None = None) -> Piece
             )
             if num_rows < 0:
                 raise CorruptMetadataError(f"row group declares {num_rows} rows", where)
-            plan.chunks.append((rg, col, rng, where))
+            plan.chunks.append(PlannedChunk(rg, col, rng, where))
     return plan

@@ -68,9 +68,8 @@ from ..errors import (
     HwdecompError,
     PageLocation,
 )
-from ..format.codecs import Algo
-from ..format.layout import Job
 from ..gpu.check import CudaError, NvcompError
+from ..jobs import Algo, Job
 from ..options import Options
 from . import wire
 from .rundir import ServiceAddress, ServiceUnreachable, address_for

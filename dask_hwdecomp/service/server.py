@@ -285,7 +285,7 @@ class Service:
         for backend in hosted:
             stats = getattr(backend, "stats", None)
             values = stats() if stats is not None else {}
-            calls += int(values.get("batches", 0))
+            calls += int(values.get("calls", 0))
             pages += int(values.get("pages", 0))
         return {**out, "gpu_calls": calls, "gpu_pages": pages}
 

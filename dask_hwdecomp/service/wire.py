@@ -29,8 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
-from ..format.codecs import Algo
-from ..format.layout import Job, PageCrc
+from ..jobs import Algo, Job, PageCrc
 
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",

@@ -16,8 +16,7 @@ import pytest
 
 import dask_hwdecomp
 from dask_hwdecomp.errors import ChecksumError
-from dask_hwdecomp.format.codecs import Algo
-from dask_hwdecomp.format.layout import PageCrc
+from dask_hwdecomp.jobs import Algo, PageCrc
 
 import checksum_cases as cc
 from helpers import PYARROW_ERRORS, assert_tables_equal

@@ -13,7 +13,7 @@ import pytest
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.errors import CorruptPageError
-from dask_hwdecomp.format.codecs import Algo
+from dask_hwdecomp.jobs import Algo
 
 from corruption import MODES, corrupt
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
@@ -92,7 +92,7 @@ def test_concurrent_threads_share_the_batcher(nvcomp_backend):
     run_concurrently(nvcomp_backend, work, rounds=3)
     after = nvcomp_backend.stats()
     parts = after["parts"] - before["parts"]
-    batches = after["batches"] - before["batches"]
+    calls = after["calls"] - before["calls"]
     assert parts == 24
-    assert batches < parts, "no call merged two callers' parts"
-    print(f"24 calls from 8 threads ran as {batches} batches")
+    assert calls < parts, "no call merged two callers' parts"
+    print(f"24 parts from 8 threads ran as {calls} GPU calls")

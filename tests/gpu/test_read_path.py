@@ -14,9 +14,9 @@ import pytest
 import dask_hwdecomp
 from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError, PageLocation
-from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.format.footer import parse_footer
 from dask_hwdecomp.format.pages import chunk_range, scan_chunk
+from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 
 from corruption import corrupt
