@@ -5,18 +5,8 @@
 >>> df = dd.read_parquet("data/*.parquet", engine=hwdecomp)  # doctest: +SKIP
 """
 
-from .errors import (
-    BackendUnavailableError,
-    ChecksumError,
-    CorruptDataError,
-    CorruptFileError,
-    CorruptMetadataError,
-    CorruptPageError,
-    HwdecompError,
-    LimitExceededError,
-    PageLocation,
-    UnsupportedFeatureError,
-)
+from . import errors
+from .errors import *  # noqa: F403 - the exceptions and PageLocation, listed in errors.__all__
 from .io.reader import HwdecompFallbackWarning, read_table
 from .options import Options, UnknownOptionWarning, current_options, options
 from .report import ReadReport, collect_reports
@@ -34,24 +24,15 @@ def __getattr__(name):
 
 
 __all__ = [
-    "hwdecomp",
-    "HwdecompEngine",
+    "hwdecomp",  # noqa: F405 - a lazy attribute (__getattr__)
+    "HwdecompEngine",  # noqa: F405
     "read_table",
     "Options",
     "options",
     "current_options",
     "ReadReport",
     "collect_reports",
-    "HwdecompError",
-    "CorruptFileError",
-    "CorruptMetadataError",
-    "CorruptPageError",
-    "CorruptDataError",
-    "ChecksumError",
-    "UnsupportedFeatureError",
-    "BackendUnavailableError",
-    "LimitExceededError",
-    "PageLocation",
+    *errors.__all__,
     "HwdecompFallbackWarning",
     "UnknownOptionWarning",
 ]

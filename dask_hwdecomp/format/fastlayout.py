@@ -103,15 +103,9 @@ class BatchLayout:
     writer: Callable[[memoryview, memoryview], None] = field(repr=False)
 
     def fill(self, dst, src) -> None:
-        """Write headers, stored bytes and footers into ``dst``; call after the jobs ran.
-
-        Parameters
-        ----------
-        dst : writable memoryview
-            The batch destination buffer.
-        src : memoryview
-            The batch source buffer.
-        """
+        """Write headers, stored bytes and footers of every image, as
+        :meth:`FileLayout.fill <dask_hwdecomp.format.layout.FileLayout.fill>`
+        does for one (``dst``, ``src``: the batch's buffers); call after the jobs ran."""
         self.writer(dst, src)
 
 

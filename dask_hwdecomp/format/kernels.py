@@ -34,6 +34,7 @@ OK, ERROR, FALLBACK = 0, 1, 2
 
 # Thrift compact type ids (see thrift.T)
 _BOOL_T, _BOOL_F, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _STRUCT = 1, 2, 3, 4, 5, 6, 7, 8, 12
+_STOP = 0
 _LIST, _SET, _MAP = 9, 10, 11
 
 # field table columns
@@ -199,6 +200,35 @@ def _skip_struct(b, pos, end, depth, max_string, max_depth, lasts):
             return ERROR, pos
 
 
+@njit(nogil=True, cache=True)
+def _next_field(b, pos, end, last, tbl, nf):
+    """(status, pos, fid, ttype) of the next field header of a struct whose table holds ``nf`` fields.
+
+    The struct's STOP gives ttype ``_STOP`` (any high nibble, as the
+    reference reads it); a field out of order, or past the table's room,
+    is FALLBACK (the reference re-encodes such a header).
+    """
+    if pos >= end:
+        return ERROR, pos, 0, _STOP
+    head = np.int64(b[pos])
+    pos += 1
+    ttype = head & 0x0F
+    if ttype == _STOP:
+        return OK, pos, 0, _STOP
+    st, pos, fid = _field_id(b, pos, end, head, last)
+    if st != OK:
+        return ERROR, pos, fid, ttype
+    if nf == MAX_FIELDS or (nf and fid <= tbl[nf - 1, F_ID]):
+        return FALLBACK, pos, fid, ttype
+    return OK, pos, fid, ttype
+
+
+@njit(nogil=True, cache=True)
+def _bool_field(ttype):
+    """(value, canonical type) of a compact-protocol boolean field: its type carries the value."""
+    return (1 if ttype == _BOOL_T else 0), _BOOL_T
+
+
 @njit("int64(int64[:, ::1], int64, int64, int64, int64, int64, int64, boolean)", nogil=True, cache=True)
 def _record(tbl, nf, fid, ttype, start, end, val, canon):
     """Write one decoded field as row ``nf`` of a field table; the next row."""
@@ -219,23 +249,13 @@ def _fields1(b, pos, end, tbl, max_string, max_depth, lasts):
     last = 0
     nf = 0
     while True:
-        if pos >= end:
-            return ERROR, pos, nf
-        head = np.int64(b[pos])
-        pos += 1
-        if head & 0x0F == 0:
-            return OK, pos, nf
-        ttype = head & 0x0F
-        st, pos, fid = _field_id(b, pos, end, head, last)
-        if st != OK:
-            return ERROR, pos, nf
-        if nf == MAX_FIELDS or (nf and fid <= tbl[nf - 1, F_ID]):
-            return FALLBACK, pos, nf
+        st, pos, fid, ttype = _next_field(b, pos, end, last, tbl, nf)
+        if st != OK or ttype == _STOP:
+            return st, pos, nf
         start = pos
         if ttype == _BOOL_T or ttype == _BOOL_F:
-            val = 1 if ttype == _BOOL_T else 0
+            val, ttype = _bool_field(ttype)
             canon = True
-            ttype = _BOOL_T
         elif ttype == _STRUCT:
             st, pos = _skip_struct(b, pos, end, 2, max_string, max_depth, lasts)
             if st != OK:
@@ -266,6 +286,18 @@ def _is_i32(ttype):
 
 
 @njit(nogil=True, cache=True)
+def _required_i32s(tbl, n, f0, f1, f2, out):
+    """Fields ``f0``, ``f1``, ``f2`` of a table as non-negative i32s into ``out``; False if one is not."""
+    for k in range(3):
+        fid = f0 if k == 0 else (f1 if k == 1 else f2)
+        i = _find(tbl, n, fid)
+        if i < 0 or not _is_i32(tbl[i, F_TYPE]) or tbl[i, F_VAL] < 0:
+            return False
+        out[k] = tbl[i, F_VAL]
+    return True
+
+
+@njit(nogil=True, cache=True)
 def _header(b, pos, end, tbl0, tbl8, tblx, hv, max_string, max_depth, lasts):
     """Decode a PageHeader (lazy below depth 1) into the field tables: status."""
     hv[_H_NV5_OK] = 0
@@ -274,25 +306,17 @@ def _header(b, pos, end, tbl0, tbl8, tblx, hv, max_string, max_depth, lasts):
     last = 0
     nf = 0
     while True:
-        if pos >= end:
-            return ERROR
-        head = np.int64(b[pos])
-        pos += 1
-        if head & 0x0F == 0:  # the rewrite writes a plain STOP, as the reference re-encodes it
+        st, pos, fid, ttype = _next_field(b, pos, end, last, tbl0, nf)
+        if st != OK:
+            return st
+        if ttype == _STOP:  # the rewrite writes a plain STOP, as the reference re-encodes it
             hv[_H_N0] = nf
             hv[_H_END] = pos
             return OK
-        ttype = head & 0x0F
-        st, pos, fid = _field_id(b, pos, end, head, last)
-        if st != OK:
-            return ERROR
-        if nf == MAX_FIELDS or (nf and fid <= tbl0[nf - 1, F_ID]):
-            return FALLBACK
         start = pos
         if ttype == _BOOL_T or ttype == _BOOL_F:
-            val = 1 if ttype == _BOOL_T else 0
+            val, ttype = _bool_field(ttype)
             canon = True
-            ttype = _BOOL_T
         elif ttype == _STRUCT:
             sub = tbl8 if fid == 8 else tblx
             st, pos, n = _fields1(b, pos, end, sub, max_string, max_depth, lasts)
@@ -627,14 +651,8 @@ def scan_chunks(src, bases, lengths, codecs, num_values, num_rows, max_page_byte
                 break
             n0 = hv[_H_N0]
             body = hv[_H_END]
-            good = True
-            for k in range(3):  # type, uncompressed_page_size, compressed_page_size
-                i = _find(tbl0, n0, k + 1)
-                if i < 0 or not _is_i32(tbl0[i, F_TYPE]) or tbl0[i, F_VAL] < 0:
-                    good = False
-                    break
-                vals[k] = tbl0[i, F_VAL]
-            if not good:
+            # type, uncompressed_page_size, compressed_page_size
+            if not _required_i32s(tbl0, n0, 1, 2, 3, vals):
                 status = ERROR
                 break
             ptype = vals[0]
@@ -661,13 +679,8 @@ def scan_chunks(src, bases, lengths, codecs, num_values, num_rows, max_page_byte
                 if i < 0 or tbl0[i, F_TYPE] != _STRUCT or n8 < 0:
                     status = ERROR
                     break
-                for k in range(3):  # num_values, definition and repetition level bytes
-                    j = _find(tbl8, n8, 1 if k == 0 else k + 4)
-                    if j < 0 or not _is_i32(tbl8[j, F_TYPE]) or tbl8[j, F_VAL] < 0:
-                        good = False
-                        break
-                    sv[k] = tbl8[j, F_VAL]
-                if not good:
+                # num_values, definition and repetition level bytes
+                if not _required_i32s(tbl8, n8, 1, 5, 6, sv):
                     status = ERROR
                     break
                 seen = _add(seen, sv[0])

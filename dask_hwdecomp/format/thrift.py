@@ -263,6 +263,30 @@ def _list_as(b, pos: int, end: int, elem, depth: int):
     return (elem, items), pos
 
 
+def _field_header(b, pos: int, end: int, last: int) -> tuple[int, int, int]:
+    """(type, field id, pos) of the field header at ``pos``; type ``T.STOP`` ends the struct.
+
+    Type 0 ends the struct whatever the high nibble holds, as in Apache
+    Thrift's compact protocol (which pyarrow uses): a flipped bit there
+    changes nothing for pyarrow, so nothing here either.
+    """
+    if pos >= end:
+        _fail("unexpected end of data", pos)
+    head = b[pos]
+    pos += 1
+    ttype = head & 0x0F
+    if ttype == T.STOP:
+        return ttype, last, pos
+    delta = head >> 4
+    if delta:
+        fid = last + delta
+        if fid >= 1 << 15:
+            _fail(f"field id {fid} out of range", pos)
+        return ttype, fid, pos
+    fid, pos = _int(b, pos, end, T.I16)
+    return ttype, fid, pos
+
+
 def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
     """Check one value of ``ttype`` as :func:`_value` does, without building it."""
     if ttype in _INT_BYTES:
@@ -285,20 +309,9 @@ def _skip(b, pos: int, end: int, ttype: int, depth: int) -> int:
             _fail(f"nesting deeper than {Limits.max_depth}", pos)
         last = 0
         while True:
-            if pos >= end:
-                _fail("unexpected end of data", pos)
-            head = b[pos]
-            pos += 1
-            if head & 0x0F == T.STOP:  # the high nibble is ignored, see _struct_at
+            ftype, last, pos = _field_header(b, pos, end, last)
+            if ftype == T.STOP:
                 return pos
-            ftype = head & 0x0F
-            delta = head >> 4
-            if delta:
-                last += delta
-                if last >= 1 << 15:
-                    _fail(f"field id {last} out of range", pos)
-            else:
-                last, pos = _int(b, pos, end, T.I16)
             if ftype != T.TRUE and ftype != T.FALSE:
                 pos = _skip(b, pos, end, ftype, depth + 1)
     # containers are rare in the structs skipped here: decode and drop
@@ -314,23 +327,9 @@ def _struct_at(b, pos: int, end: int, depth: int, lazy: int = _EAGER, schema: di
     out = Struct()
     last = 0
     while True:
-        if pos >= end:
-            _fail("unexpected end of data", pos)
-        head = b[pos]
-        pos += 1
-        if head & 0x0F == T.STOP:
-            # Type 0 ends the struct whatever the high nibble holds, as in
-            # Apache Thrift's compact protocol (which pyarrow uses): a flipped
-            # bit there changes nothing for pyarrow, so nothing here either.
+        ttype, fid, pos = _field_header(b, pos, end, last)
+        if ttype == T.STOP:
             return out, pos
-        ttype = head & 0x0F
-        delta = head >> 4
-        if delta:
-            fid = last + delta
-            if fid >= 1 << 15:
-                _fail(f"field id {fid} out of range", pos)
-        else:
-            fid, pos = _int(b, pos, end, T.I16)
         if ttype == T.TRUE or ttype == T.FALSE:
             out[fid] = (T.BOOL, ttype == T.TRUE)
         elif ttype == T.I32 or ttype == T.I64:

@@ -126,7 +126,41 @@ class PinnedPool(CappedPool):
         block.alloc.close()
 
 
-class DeviceArena:
+class _GrowOnly:
+    """One allocation that is replaced only by a bigger one (freed on :meth:`close`).
+
+    ``make(nbytes)`` allocates; sizes are rounded up to a size class (at
+    least ``minimum`` bytes) so that a slowly growing need does not
+    reallocate every call.
+    """
+
+    def __init__(self, make, minimum: int | None = None):
+        self._make = make
+        self._minimum = minimum
+        self._mem = None
+        self.allocations = 0
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._mem is None else self._mem.nbytes
+
+    def _grown(self, nbytes: int):
+        if self._mem is None or self._mem.nbytes < nbytes:
+            old, self._mem = self._mem, None
+            if old is not None:
+                old.close()
+            size = size_class(nbytes) if self._minimum is None else size_class(nbytes, self._minimum)
+            self._mem = self._make(size)
+            self.allocations += 1
+        return self._mem
+
+    def close(self) -> None:
+        mem, self._mem = self._mem, None
+        if mem is not None:
+            mem.close()
+
+
+class DeviceArena(_GrowOnly):
     """One grow-only device allocation, carved per call by its owner.
 
     A stream's calls reuse it; it is replaced by a bigger one only when a
@@ -141,14 +175,7 @@ class DeviceArena:
     """
 
     def __init__(self, alloc_device, stream):
-        self._alloc = alloc_device
-        self._stream = stream
-        self._mem = None
-        self.allocations = 0
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self._mem is None else self._mem.nbytes
+        super().__init__(lambda n: alloc_device(n, stream))
 
     def ensure(self, nbytes: int) -> int:
         """The arena's base address, grown to at least ``nbytes`` first.
@@ -157,27 +184,14 @@ class DeviceArena:
         ------
         CudaError
         """
-        if self._mem is None or self._mem.nbytes < nbytes:
-            old, self._mem = self._mem, None
-            if old is not None:
-                old.close()
-            self._mem = self._alloc(size_class(nbytes), self._stream)
-            self.allocations += 1
-        return self._mem.ptr
-
-    def close(self) -> None:
-        mem, self._mem = self._mem, None
-        if mem is not None:
-            mem.close()
+        return self._grown(nbytes).ptr
 
 
-class HostScratch:
+class HostScratch(_GrowOnly):
     """A grow-only pinned host block for a stream's per-call metadata."""
 
     def __init__(self, alloc_host):
-        self._alloc = alloc_host
-        self._mem = None
-        self.allocations = 0
+        super().__init__(alloc_host, minimum=1 << 16)
 
     def ensure(self, nbytes: int) -> tuple[int, memoryview]:
         """(address, view) of at least ``nbytes`` of pinned memory.
@@ -186,15 +200,5 @@ class HostScratch:
         ------
         CudaError
         """
-        if self._mem is None or self._mem.nbytes < nbytes:
-            old, self._mem = self._mem, None
-            if old is not None:
-                old.close()
-            self._mem = self._alloc(size_class(nbytes, 1 << 16))
-            self.allocations += 1
-        return self._mem.ptr, host_view(self._mem.ptr, self._mem.nbytes)
-
-    def close(self) -> None:
-        mem, self._mem = self._mem, None
-        if mem is not None:
-            mem.close()
+        mem = self._grown(nbytes)
+        return mem.ptr, host_view(mem.ptr, mem.nbytes)
