@@ -29,6 +29,7 @@ import numpy as np
 
 from ..format.codecs import preamble_of
 from ..gpu.engine import ALGO_BIT
+from ..gpu.engine_launcher import usable_length
 from ..gpu.staging import DEVICE_ALIGN
 from ..jobs import Algo
 from ..rounding import round_up
@@ -83,7 +84,7 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
     algos = [a for a, bit in ALGO_BIT.items() if driver.mask & bit]
     if not algos:
         return [CheckResult("engine contract", False, f"algorithm mask {driver.mask} decodes nothing")]
-    top = max(1, (driver.max_length - 32) * 6 // 7)
+    top = max(1, usable_length(driver.max_length))  # the largest page the backend sends
     pages = _pages(algos, [min(s, top) for s in sizes] * len(algos), seed)
     n = len(pages)
     # The last page is the failing one: its input loses its second half.
