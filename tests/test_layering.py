@@ -79,16 +79,31 @@ def test_launchers_live_in_the_gpu_layer():
     assert {"NvcompLauncher", "HardwareLauncher"} <= in_gpu
 
 
-def test_decompress_leaves_cuda_bindings_ctypes_and_launch_records_to_gpu():
+# The driver's and CudaOps' device-memory operations, and the device layout's alignment.
+_DEVICE_CALLS = {"htod", "dtoh", "memset_d32", "alloc_device", "batch_decompress"}
+
+
+def _device_calls(path: pathlib.Path) -> list[str]:
+    """``x.<op>(...)`` calls in ``path`` of a device-memory operation."""
+    return [node.func.attr for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _DEVICE_CALLS]
+
+
+def test_decompress_leaves_device_pointers_and_cuda_bindings_to_gpu():
     # Probes and factories reach the driver through gpu/ (device attributes,
-    # whether the bindings are installed); only gpu/ does pointer work.
+    # whether the bindings are installed), and the engine selfcheck's call is
+    # laid out there too: only gpu/ does pointer work.
     wrong = []
-    for rel, path in _modules("decompress"):
-        for module, name in _imports(path):
-            if module == "cuda" or module.startswith("cuda.") or module == "ctypes":
-                wrong.append(f"{rel}: {module}")
-            if module == "dask_hwdecomp.gpu.slot" and name in ("Prepared", "Launcher"):
-                wrong.append(f"{rel}: {module}.{name}")
+    for layer in ("decompress", "io", "engine"):
+        for rel, path in _modules(layer):
+            wrong += [f"{rel}: calls {op}" for op in _device_calls(path)]
+            for module, name in _imports(path):
+                if module == "cuda" or module.startswith("cuda.") or module == "ctypes":
+                    wrong.append(f"{rel}: {module}")
+                if (module, name) in {("dask_hwdecomp.gpu.slot", "Prepared"), ("dask_hwdecomp.gpu.slot", "Launcher"),
+                                      ("dask_hwdecomp.gpu.staging", "DEVICE_ALIGN")}:
+                    wrong.append(f"{rel}: {module}.{name}")
     assert wrong == []
 
 

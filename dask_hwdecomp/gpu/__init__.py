@@ -20,5 +20,6 @@ nvcomp_lib  ctypes bindings of nvCOMP's batched C API
 nvcomp_launcher  one GPU call through nvCOMP: metadata block, one call per bitstream
 engine    the CUDA hardware decompression engine (``cuMemBatchDecompressAsync``)
 engine_launcher  one GPU call through the engine: params records, zeroed size slots
+engine_canaries  the engine selfcheck's call: outputs amid canaries, size slots to watch
 checksums the CRC-32 checks of a call, on its stream
 """
