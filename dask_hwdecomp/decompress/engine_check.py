@@ -6,9 +6,10 @@ exists (a fault there costs only the child) and reads its JSON lines; CI runs
 break the contract on purpose, to show each check catches what it is for:
 
 * **canaries**: every output sits between
-  :data:`~dask_hwdecomp.gpu.engine_canaries.GAP` bytes of a canary pattern; after the call each output must equal the CPU's and every canary
-  byte must be intact (an operation that writes past its output, or a slot
-  that lands in one, shows here);
+  :data:`~dask_hwdecomp.gpu.engine_canaries.GAP` bytes of a canary pattern;
+  after the call each output must equal the CPU's and every canary byte
+  must be intact (an operation that writes past its output, or a slot that
+  lands in one, shows here);
 * **size slots**: the slots are first filled with the right sizes, then
   zeroed as the hardware backend does before each call; every successful
   operation must then record its size, and an operation given a truncated
