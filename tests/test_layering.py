@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
 
 import dask_hwdecomp
@@ -51,3 +52,77 @@ def test_backends_and_gpu_take_job_types_from_the_neutral_module():
                 if layer in ("gpu", "service") and module.startswith("dask_hwdecomp.format"):
                     wrong.append(f"{rel}: imports the format layer ({module})")
     assert wrong == []
+
+
+def _modules(layer: str) -> list[tuple[str, pathlib.Path]]:
+    return [(f"{layer}/{path.name}", path) for path in sorted((PACKAGE / layer).glob("*.py"))]
+
+
+def _launchers(path: pathlib.Path) -> list[str]:
+    """Classes in ``path`` that implement the slot's Launcher protocol (they define ``launch``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef):
+            methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+            if "launch" in methods:
+                found.append(node.name)
+    return found
+
+
+def test_launchers_live_in_the_gpu_layer():
+    # The batched GPU call (device pointers, nvCOMP metadata, engine params)
+    # belongs beside the slot it plugs into, not beside a backend's factory.
+    elsewhere = [f"{rel}: {name}" for layer in ("decompress", "service", "io", "engine")
+                 for rel, path in _modules(layer) for name in _launchers(path)]
+    assert elsewhere == []
+    in_gpu = {name for _, path in _modules("gpu") for name in _launchers(path)}
+    assert {"NvcompLauncher", "HardwareLauncher"} <= in_gpu
+
+
+# The driver's and CudaOps' device-memory operations, and the device layout's alignment.
+_DEVICE_CALLS = {"htod", "dtoh", "memset_d32", "alloc_device", "batch_decompress"}
+
+
+def _device_calls(path: pathlib.Path) -> list[str]:
+    """``x.<op>(...)`` calls in ``path`` of a device-memory operation."""
+    return [node.func.attr for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _DEVICE_CALLS]
+
+
+def test_decompress_leaves_device_pointers_and_cuda_bindings_to_gpu():
+    # Probes and factories reach the driver through gpu/ (device attributes,
+    # whether the bindings are installed), and the engine selfcheck's call is
+    # laid out there too: only gpu/ does pointer work.
+    wrong = []
+    for layer in ("decompress", "io", "engine"):
+        for rel, path in _modules(layer):
+            wrong += [f"{rel}: calls {op}" for op in _device_calls(path)]
+            for module, name in _imports(path):
+                if module == "cuda" or module.startswith("cuda.") or module == "ctypes":
+                    wrong.append(f"{rel}: {module}")
+                if (module, name) in {("dask_hwdecomp.gpu.slot", "Prepared"), ("dask_hwdecomp.gpu.slot", "Launcher"),
+                                      ("dask_hwdecomp.gpu.staging", "DEVICE_ALIGN")}:
+                    wrong.append(f"{rel}: {module}.{name}")
+    assert wrong == []
+
+
+def test_gpu_imports_no_layer_above_it():
+    above = ("decompress", "service", "io", "engine", "cli", "bench", "format")
+    wrong = []
+    for rel, path in _modules("gpu"):
+        for module, _ in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "dask_hwdecomp" and len(parts) > 1 and parts[1] in above:
+                wrong.append(f"{rel}: {module}")
+    assert wrong == []
+
+
+def test_service_factories_resolve_to_the_backends_create():
+    from dask_hwdecomp.service.client import GPU_FACTORIES
+
+    assert set(GPU_FACTORIES) == {"nvcomp", "hardware"}
+    for name, factory in GPU_FACTORIES.items():
+        module, _, func = factory.partition(":")
+        assert factory == f"dask_hwdecomp.decompress.{name}:create"
+        assert callable(getattr(importlib.import_module(module), func))

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
-from dask_hwdecomp.decompress.hardware import create_with, usable_length
+from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
 from dask_hwdecomp.gpu.engine import ALGO_BIT, PARAMS_DTYPE, EngineCallError, check_params_dtype
+from dask_hwdecomp.gpu.engine_launcher import usable_length
 from dask_hwdecomp.gpu.slot import Slot
 from dask_hwdecomp.gpu.staging import Part
 from dask_hwdecomp.jobs import Algo

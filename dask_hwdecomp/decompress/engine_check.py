@@ -5,17 +5,21 @@ exists (a fault there costs only the child) and reads its JSON lines; CI runs
 :func:`check_engine` against the engine stand-in, including stand-ins that
 break the contract on purpose, to show each check catches what it is for:
 
-* **canaries**: every output sits between :data:`GAP` bytes of a canary
-  pattern; after the call each output must equal the CPU's and every canary
-  byte must be intact (an operation that writes past its output, or a slot
-  that lands in one, shows here);
+* **canaries**: every output sits between
+  :data:`~dask_hwdecomp.gpu.engine_canaries.GAP` bytes of a canary pattern;
+  after the call each output must equal the CPU's and every canary byte
+  must be intact (an operation that writes past its output, or a slot that
+  lands in one, shows here);
 * **size slots**: the slots are first filled with the right sizes, then
   zeroed as the hardware backend does before each call; every successful
   operation must then record its size, and an operation given a truncated
   input (the last one of the call) must not read as its full size.
 
 The truncated operation's own output and what it writes after it are not
-judged (``dstNumBytes`` is only a hint); how far it wrote is reported.
+judged (``dstNumBytes`` is only a hint); how far it wrote is reported. The
+call itself, laid out on the device, is
+:func:`~dask_hwdecomp.gpu.engine_canaries.run_canary_call`; this module makes
+the pages and judges what came back.
 """
 
 from __future__ import annotations
@@ -29,14 +33,11 @@ import numpy as np
 
 from ..format.codecs import preamble_of
 from ..gpu.engine import ALGO_BIT
-from ..gpu.staging import DEVICE_ALIGN
+from ..gpu.engine_canaries import CANARY, CanaryCall, CanaryOp, run_canary_call
+from ..gpu.engine_launcher import usable_length
 from ..jobs import Algo
-from ..rounding import round_up
 
-__all__ = ["CheckResult", "check_engine", "main", "GAP"]
-
-GAP = 256
-_CANARY = 0xA5A5A5A5
+__all__ = ["CheckResult", "check_engine", "main"]
 
 
 @dataclass(frozen=True)
@@ -83,58 +84,22 @@ def check_engine(driver, sizes=(1, 100, 4096, 65_536, 300_000), seed: int = 0) -
     algos = [a for a, bit in ALGO_BIT.items() if driver.mask & bit]
     if not algos:
         return [CheckResult("engine contract", False, f"algorithm mask {driver.mask} decodes nothing")]
-    top = max(1, (driver.max_length - 32) * 6 // 7)
+    top = max(1, usable_length(driver.max_length))  # the largest page the backend sends
     pages = _pages(algos, [min(s, top) for s in sizes] * len(algos), seed)
-    n = len(pages)
     # The last page is the failing one: its input loses its second half.
     last = pages[-1]
     pages[-1] = last._replace(body=last.body[: max(preamble_of(last.algo, last.body) + 1, len(last.body) // 2)])
-    src_off, pos = [], 0
-    for page in pages:
-        src_off.append(pos)
-        pos = round_up(pos + len(page.body), DEVICE_ALIGN)
-    dst_off, dpos = [], pos + GAP
-    for page in pages:
-        dst_off.append(dpos)
-        dpos = round_up(dpos + len(page.data), DEVICE_ALIGN) + GAP
-    out_start, out_end = pos, dpos + driver.max_length  # room for the truncated page's stray writes
-    slots = round_up(out_end, DEVICE_ALIGN)
-    total = slots + 4 * n
-    stream = driver.new_stream()
-    mem = driver.alloc_device(total, stream)
-    try:
-        base = mem.ptr
-        staging = np.zeros(total, dtype=np.uint8)
-        for page, off in zip(pages, src_off):
-            staging[off : off + len(page.body)] = np.frombuffer(page.body, dtype=np.uint8)
-        expected = np.array([len(page.data) for page in pages], dtype=np.uint32)
-        staging[slots:] = expected.view(np.uint8)  # the right sizes, as an earlier call would leave them
-        driver.htod(base, staging.ctypes.data, total, stream)
-        driver.memset_d32(base + out_start, _CANARY, (out_end - out_start) // 4, stream)
-        driver.memset_d32(base + slots, 0, n, stream)  # as the hardware backend does before each call
-        params = np.zeros(n, dtype=driver.params_dtype)
-        for k, page in enumerate(pages):
-            skip = preamble_of(page.algo, page.body)
-            params[k]["src"] = base + src_off[k] + skip
-            params[k]["src_num_bytes"] = len(page.body) - skip
-            params[k]["dst"] = base + dst_off[k]
-            params[k]["dst_num_bytes"] = len(page.data)
-            params[k]["dst_act_bytes"] = base + slots + 4 * k
-            params[k]["algo"] = ALGO_BIT[page.algo]
-        driver.batch_decompress(params, stream)
-        back = np.zeros(total, dtype=np.uint8)
-        driver.dtoh(back.ctypes.data, base, total, stream)
-        driver.synchronize(stream)
-    finally:
-        mem.close()
-        stream.close()
-    return _judge(pages, dst_off, out_start, out_end, back, slots, expected)
+    ops = [CanaryOp(page.algo, page.body, preamble_of(page.algo, page.body), len(page.data)) for page in pages]
+    call = run_canary_call(driver, ops)
+    expected = np.array([len(page.data) for page in pages], dtype=np.uint32)
+    return _judge(pages, call, expected)
 
 
-def _judge(pages: list[_Page], dst_off, out_start, out_end, back, slots, expected) -> list[CheckResult]:
+def _judge(pages: list[_Page], call: CanaryCall, expected: np.ndarray) -> list[CheckResult]:
     n = len(pages)
-    actual = back[slots : slots + 4 * n].view(np.uint32)
-    canary = np.frombuffer(np.uint32(_CANARY).tobytes(), dtype=np.uint8)
+    back, dst_off, out_start, out_end = call.back, call.dst_offsets, call.out_start, call.out_end
+    actual = back[call.slots : call.slots + 4 * n].view(np.uint32)
+    canary = np.frombuffer(np.uint32(CANARY).tobytes(), dtype=np.uint8)
     wrong, stray = [], []
     judged_end = dst_off[-1]  # the truncated page's output and beyond are not judged
     inside = np.zeros(out_end - out_start, dtype=bool)

@@ -1,26 +1,15 @@
 """The ``hardware`` backend: the CUDA decompression engine of Blackwell GPUs.
 
-Per GPU call (one stream): inputs go to the device (memory from the HW_DECOMPRESS
-pool), one host params array of 64-byte records is filled (one per page:
-sizes, pointers, the algorithm bit, and a device u32 for the actual size),
-the size slots are zeroed, **one** engine call is queued for the whole
-call, then the actual sizes and the outputs come back and the stream is
-synchronised once. Each backend gets the bitstream it takes: a Snappy page
-goes to the engine without its length preamble (``src`` past it,
-``srcNumBytes`` less it), as NVIDIA's nvCOMP and XGBoost submit it.
+This module says whether the engine can run here (:func:`probe`,
+:func:`describe`) and opens the backend (:func:`create`, or
+:func:`create_with` over a given driver); the engine call itself, with its
+params records and device pointers, is
+:class:`~dask_hwdecomp.gpu.engine_launcher.HardwareLauncher`.
 
-The engine has no per-page status: with the slots zeroed first, a slot that
-does not hold the page header's size marks a failed operation (a slot the
-engine left alone reads 0, never a size from an earlier call), and inputs
-are checked on the host first (corrupt input is undefined behaviour on the
-engine). A call the driver rejects for one operation (the classic entry
-point's error index) is made again without it. Failed operations are redone
-on the CPU (``cpu.decompress_one``), the rest of the call stands; a page the
-CPU rejects too is a ``CorruptPageError``. ``dstNumBytes`` is only a hint to
-the engine, so a failed operation may have written past its output: the
-slot (``gpu/slot.py``) keeps the result slots before the data and guard
-space of the maximum length after it, and runs a call with a failure again
-without the failed pages before any caller's output is trusted.
+The engine has no per-page status, so inputs are checked on the host first
+(corrupt input is undefined behaviour on the engine) and failed operations
+are redone on the CPU (``cpu.decompress_one``), the rest of the call stands;
+a page the CPU rejects too is a ``CorruptPageError``.
 
 Routing (see :mod:`dask_hwdecomp.decompress.routing`): the algorithms come
 from the device's mask (SNAPPY, DEFLATE, LZ4), ``max_job_bytes`` from its
@@ -31,7 +20,7 @@ and ``backend="hardware"`` raises
 :class:`~dask_hwdecomp.errors.BackendUnavailableError`.
 
 The driver object (:class:`dask_hwdecomp.gpu.engine.EngineDriver`) is
-injectable, so CI runs this module against a stand-in of the documented
+injectable, so CI runs this backend against a stand-in of the documented
 contract on host memory (``tests/standin_engine.py``).
 """
 
@@ -39,43 +28,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from ..gpu.engine import ALGO_BIT, EngineCallError
-from ..gpu.slot import Prepared
+from ..gpu.engine import ALGO_BIT
 from ..options import Options
 
-__all__ = ["probe", "create", "create_with", "HardwareLauncher", "usable_length"]
-
-_MAX_REJECTED = 8  # operations one launch leaves out before the call's error counts as general
-
-
-def usable_length(max_length: int) -> int:
-    """Largest page output whose valid input also fits ``max_length``.
-
-    Snappy expands worst (``32 + n + n/6``); LZ4 and stored deflate less.
-    """
-    return max(0, (max_length - 32) * 6 // 7)
+__all__ = ["probe", "create", "create_with", "describe"]
 
 
 def probe() -> str | None:
     """None when the engine can run here, else why not (never raises)."""
-    try:
-        import cuda.bindings.driver  # noqa: F401
-    except ImportError:
+    from ..gpu.device import bindings_installed
+
+    if not bindings_installed():
         return "cuda-bindings is not installed (pip install dask-hwdecomp[gpu])"
     try:
-        from cuda.bindings import driver
-
-        from ..gpu.device import device_count, device_properties
+        from ..gpu.device import device_count
+        from ..gpu.engine import engine_properties
 
         if device_count() < 1:
             return "no CUDA device"
-        attr = driver.CUdevice_attribute  # attributes only: no context in this process
-        name, (mask, length) = device_properties(0, [
-            attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK,
-            attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH,
-        ])
+        # Attributes only: no context in this process.
+        name, mask, length = engine_properties(0)
     except Exception as exc:  # the probe reports, it never raises
         return f"no CUDA device (the CUDA driver is unusable: {exc})"
     if not mask & sum(ALGO_BIT.values()):
@@ -85,97 +57,6 @@ def probe() -> str | None:
     return None
 
 
-class HardwareLauncher:
-    """Plugs the engine call into a :class:`~dask_hwdecomp.gpu.slot.Slot`.
-
-    Parameters
-    ----------
-    driver : EngineDriver or stand-in
-        Provides ``mask``, ``max_length``, ``params_dtype``, ``htod``,
-        ``dtoh``, ``memset_d32`` and ``batch_decompress(params, stream)``.
-    """
-
-    # dstNumBytes is a hint, not a bound: a failed operation may write past
-    # its output. Guard: the engine's maximum length per operation.
-    contains_failures = False
-
-    def __init__(self, driver):
-        self.driver = driver
-        self.algorithms = frozenset(a for a, bit in ALGO_BIT.items() if driver.mask & bit)
-        self.max_input_bytes = driver.max_length
-        self.max_job_bytes = usable_length(driver.max_length)
-        self.guard_bytes = driver.max_length
-
-    def input_align(self, algo) -> int:
-        return 1
-
-    def order(self, job) -> int:
-        return 0  # one call takes every algorithm
-
-    @staticmethod
-    def status_text(status: int) -> str:
-        return f"the engine call failed with CUresult {status} for this operation"
-
-    def prepare(self, jobs: Sequence, stream) -> Prepared:
-        n = len(jobs)
-        return Prepared(device_bytes=4 * n + 256, host_bytes=4 * n, state=jobs)
-
-    def launch(self, jobs, stream, src_ptrs, dst_ptrs, scratch: int, host):
-        n = len(jobs)
-        skip = np.fromiter((j.preamble for j in jobs), dtype=np.uint64, count=n)
-        params = np.zeros(n, dtype=self.driver.params_dtype)
-        params["src_num_bytes"] = np.fromiter((j.src_size for j in jobs), dtype=np.uint64, count=n) - skip
-        params["dst_num_bytes"] = np.fromiter((j.dst_size for j in jobs), dtype=np.uint64, count=n)
-        params["dst_act_bytes"] = scratch + 4 * np.arange(n, dtype=np.int64)
-        params["src"] = (src_ptrs + skip).astype(np.int64)
-        params["dst"] = dst_ptrs.astype(np.int64)
-        params["algo"] = np.fromiter((ALGO_BIT[j.algo] for j in jobs), dtype=np.int32, count=n)
-        # A slot the engine does not write (a failed operation) must not
-        # keep a size from an earlier call.
-        self.driver.memset_d32(scratch, 0, n, stream)
-        submitted: list[np.ndarray] = []
-        rejected = self._submit(params, stream, submitted)
-        host_ptr, host_view = host
-        self.driver.dtoh(host_ptr, scratch, 4 * n, stream)
-
-        def collect():
-            # The params arrays are referenced here so they live until after the sync.
-            assert len(params) == n and submitted
-            actual = np.frombuffer(host_view, dtype=np.uint32, count=n).astype(np.uint64)
-            status = np.zeros(n, dtype=np.int32)
-            for k, code in rejected.items():
-                status[k] = code or -1
-            return actual, status
-
-        return collect
-
-    def _submit(self, params: np.ndarray, stream, submitted: list) -> dict[int, int]:
-        """Call the engine; an operation the driver names is left out and the rest resubmitted.
-
-        Returns ``{operation: CUresult}`` of the operations left out.
-
-        Raises
-        ------
-        EngineCallError
-            A general error, or one the entry point does not tie to an operation.
-        """
-        live = np.arange(len(params))
-        rejected: dict[int, int] = {}
-        while len(live):
-            submitted.append(params if len(live) == len(params) else params[live])
-            try:
-                self.driver.batch_decompress(submitted[-1], stream)
-                return rejected
-            except EngineCallError as exc:
-                # Past a few operations the error is not about one of them.
-                if exc.index is None or not 0 <= exc.index < len(live) or len(rejected) >= _MAX_REJECTED:
-                    raise
-                rejected[int(live[exc.index])] = exc.code
-                live = np.delete(live, exc.index)
-        submitted.append(params)  # nothing left to submit
-        return rejected
-
-
 def create_with(driver, options: Options, owned: Sequence = ()):
     """A hardware backend over ``driver`` (the real one or a stand-in).
 
@@ -183,6 +64,7 @@ def create_with(driver, options: Options, owned: Sequence = ()):
     ------
     CudaError
     """
+    from ..gpu.engine_launcher import HardwareLauncher
     from .gpubase import GpuBackend
 
     return GpuBackend("hardware", driver, HardwareLauncher(driver), options, owned=owned, redo_on_cpu=True)
@@ -220,17 +102,12 @@ def describe() -> list[dict] | str:
     when the driver or a device is missing; never raises.
     """
     try:
-        from cuda.bindings import driver
+        from ..gpu.device import device_count
+        from ..gpu.engine import engine_properties
 
-        from ..gpu.device import device_count, device_properties
-
-        attr = driver.CUdevice_attribute
         out = []
         for ordinal in range(device_count()):
-            name, (mask, length) = device_properties(ordinal, [
-                attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK,
-                attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH,
-            ])
+            name, mask, length = engine_properties(ordinal)
             decodes = sorted(a.value for a, bit in ALGO_BIT.items() if mask & bit)
             out.append({"device": ordinal, "name": name, "algorithm_mask": mask,
                         "decodes": decodes, "maximum_length": length})

@@ -2,8 +2,9 @@
 
 Everything here that touches CUDA is imported only when a GPU backend is
 probed or created (see :mod:`dask_hwdecomp.decompress.registry`), never at
-package import. Raw pointers and ctypes stay inside this package and the two
-GPU backend modules.
+package import. Raw pointers, ctypes and the CUDA bindings stay inside this
+package: a GPU backend of :mod:`dask_hwdecomp.decompress` plugs a launcher
+from here (``nvcomp_launcher``, ``engine_launcher``) into its slots.
 
 Modules
 -------
@@ -14,6 +15,11 @@ memory    pinned host buffers and their capped pool; device arenas
 ops       copies, allocation and synchronisation behind one small object
 staging   laying a call's parts out on the device and copying them back
 batcher   merging concurrent ``decompress`` calls into one call per stream
+slot      one stream with its arena and scratch running one call; the Launcher protocol
 nvcomp_lib  ctypes bindings of nvCOMP's batched C API
+nvcomp_launcher  one GPU call through nvCOMP: metadata block, one call per bitstream
 engine    the CUDA hardware decompression engine (``cuMemBatchDecompressAsync``)
+engine_launcher  one GPU call through the engine: params records, zeroed size slots
+engine_canaries  the engine selfcheck's call: outputs amid canaries, size slots to watch
+checksums the CRC-32 checks of a call, on its stream
 """

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 from .check import check
 
-__all__ = ["Device", "device_count", "device_properties"]
+__all__ = ["Device", "bindings_installed", "device_count", "device_properties"]
 
 
 def _driver():
     from cuda.bindings import driver
 
     return driver
+
+
+def bindings_installed() -> bool:
+    """Whether cuda-bindings can be imported (the gpu extra is installed); never raises."""
+    try:
+        import cuda.bindings.driver  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def device_count() -> int:

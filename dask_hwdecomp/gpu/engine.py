@@ -35,11 +35,11 @@ import numpy as np
 from ..errors import BackendUnavailableError
 from ..jobs import Algo
 from .check import CudaError, check
-from .device import Device
+from .device import Device, device_properties
 from .ops import CudaOps, DeviceAllocation
 
 __all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BIT", "engine_capabilities",
-           "check_params_dtype", "TESTED_BINDINGS"]
+           "EngineProperties", "engine_properties", "check_params_dtype", "TESTED_BINDINGS"]
 
 # The cuda-bindings series whose private ``_v2`` module this was written
 # against (its signature changed before 13.5); pyproject's gpu extra pins it.
@@ -154,6 +154,33 @@ def engine_capabilities(device: Device) -> tuple[int, int]:
     mask = device.attribute(attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK)
     length = device.attribute(attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH)
     return mask, length
+
+
+class EngineProperties(NamedTuple):
+    """A device's name and its engine's capability attributes."""
+
+    name: str
+    algorithm_mask: int  # MEM_DECOMPRESS_ALGORITHM_MASK: 0 where there is no engine
+    maximum_length: int  # MEM_DECOMPRESS_MAXIMUM_LENGTH: bytes per operation
+
+
+def engine_properties(ordinal: int) -> EngineProperties:
+    """The engine's attributes of device ``ordinal``, without creating a context.
+
+    Probes use this: the process that reads must never hold a CUDA context.
+
+    Raises
+    ------
+    CudaError
+    """
+    from cuda.bindings import driver
+
+    attr = driver.CUdevice_attribute
+    name, (mask, length) = device_properties(ordinal, [
+        attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK,
+        attr.CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH,
+    ])
+    return EngineProperties(name, mask, length)
 
 
 class EngineDriver(CudaOps):
