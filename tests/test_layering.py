@@ -95,7 +95,7 @@ def test_decompress_leaves_device_pointers_and_cuda_bindings_to_gpu():
     # whether the bindings are installed), and the engine selfcheck's call is
     # laid out there too: only gpu/ does pointer work.
     wrong = []
-    for layer in ("decompress", "io", "engine"):
+    for layer in ("decompress", "service", "io", "engine"):
         for rel, path in _modules(layer):
             wrong += [f"{rel}: calls {op}" for op in _device_calls(path)]
             for module, name in _imports(path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .check import check
 
-__all__ = ["Device", "bindings_installed", "device_count", "device_properties"]
+__all__ = ["Device", "bindings_installed", "device_count", "device_properties", "device_uuid"]
 
 
 def _driver():
@@ -27,6 +27,27 @@ def bindings_installed() -> bool:
     except ImportError:
         return False
     return True
+
+
+def device_uuid(ordinal: int) -> str | None:
+    """``GPU-<uuid>`` of a device, as ``CUDA_VISIBLE_DEVICES`` names it, without a context.
+
+    None when cuda-bindings, the driver or the device is absent.
+    """
+    if not bindings_installed():
+        return None
+    driver = _driver()
+    (err,) = driver.cuInit(0)
+    if int(err) != 0:
+        return None
+    err, dev = driver.cuDeviceGet(ordinal)
+    if int(err) != 0:
+        return None
+    err, uuid = driver.cuDeviceGetUuid(dev)
+    if int(err) != 0:
+        return None
+    h = bytes(uuid.bytes)[:16].hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def device_count() -> int:

@@ -65,23 +65,12 @@ def gpu_key() -> str:
 
     Reads a device attribute only: no CUDA context is created.
     """
-    try:
-        from cuda.bindings import driver
+    from ..gpu.device import device_uuid
 
-        (err,) = driver.cuInit(0)
-        if int(err) != 0:
-            return "none"
-        err, dev = driver.cuDeviceGet(0)
-        if int(err) != 0:
-            return "none"
-        err, uuid = driver.cuDeviceGetUuid(dev)
-        if int(err) != 0:
-            return "none"
-        raw = bytes(uuid.bytes)[:16]
-    except Exception:  # no driver, no bindings: a service without a GPU (tests)
+    try:
+        return device_uuid(0) or "none"
+    except Exception:  # a driver that fails on the query: a service without a GPU
         return "none"
-    h = raw.hex()
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True)
