@@ -156,23 +156,36 @@ def _datasets(cfg: BenchConfig) -> dict:
 
 def _e2e(cfg: BenchConfig, datasets: dict, results: dict) -> None:
     from .endtoend import ClusterShape, local_cluster, measure_dataset, threaded
-    from .variants import engine_variants
+    from .variants import CEILING, ceiling_variant, engine_variants
 
-    variants = engine_variants(cfg.backends)
-    results["variants"] = {k: {"backend": v.backend, "unavailable": v.unavailable} for k, v in variants.items()}
+    variants = {**engine_variants(cfg.backends), CEILING: ceiling_variant()}
+    results["variants"] = {k: {"backend": v.backend, "unavailable": v.unavailable, "codecs": v.codecs}
+                           for k, v in variants.items()}
     shape = ClusterShape(cfg.workers, cfg.threads)
-    usable = sum(v.unavailable is None for v in variants.values())
+    usable = [v for v in variants.values() if v.unavailable is None]
     e2e = results.setdefault("endtoend", {})
     for sched in cfg.schedulers:
         opener = local_cluster if sched == "distributed" else threaded
         with opener(shape) as scheduler:
             for name, ds in datasets.items():
-                total = cfg.repeats * len(ds.dirs) * usable
+                total = cfg.repeats * sum(v.applies_to(c) for c in ds.dirs for v in usable)
                 with _bar(cfg, total, f"{sched}: {name}") as bar:
                     e2e.setdefault(name, {})[sched] = measure_dataset(
                         scheduler, variants, ds, cfg.repeats, tick=bar.update
                     )
+                results.setdefault("ceiling", {})[name] = _ceiling_plan(ds)
                 _save(cfg, results)
+
+
+def _ceiling_plan(ds) -> dict:
+    """How many partitions the ceiling read made, and how they were chosen."""
+    from .ceiling import ipc_parts
+
+    try:
+        plan, how = ipc_parts(ds.dirs["uncompressed"])
+    except Exception as exc:  # the ceiling's own figure already says it failed
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"partitions": len(plan), "how": how}
 
 
 def _page_sets(cfg: BenchConfig, datasets: dict, results: dict) -> dict:
