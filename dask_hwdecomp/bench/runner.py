@@ -6,7 +6,8 @@ The parts, each selectable:
     ``dd.read_parquet`` with every engine variant, on each scheduler: GB/s,
     worker CPU seconds per GB, stage times.
 ``decompress``
-    Decompression alone per backend, host to host.
+    Decompression alone per backend, host to host, at the default options,
+    on pages of 1 MiB and of 64 KiB.
 ``copy``
     Pinned and pageable copy bandwidth (decompression's physical limit).
 ``sweep``
@@ -188,34 +189,44 @@ def _ceiling_plan(ds) -> dict:
     return {"partitions": len(plan), "how": how}
 
 
-def _page_sets(cfg: BenchConfig, datasets: dict, results: dict) -> dict:
+def _page_sets(cfg: BenchConfig, datasets: dict, page_bytes: int) -> tuple[dict, dict]:
+    """``({codec: PageSet}, description)`` of ``cfg.decompress_bytes`` cut into ``page_bytes`` pages."""
     from .pages import PAGE_CODECS, compress_pages, read_plain_pages
 
     source = next(iter(datasets.values())).dirs["uncompressed"]
-    plain = read_plain_pages(sorted(Path(source).glob("*.parquet")), cfg.decompress_bytes)
+    plain = read_plain_pages(sorted(Path(source).glob("*.parquet")), cfg.decompress_bytes, page_bytes)
     sets = {}
-    with _bar(cfg, len(PAGE_CODECS), "compressing pages") as bar:
+    with _bar(cfg, len(PAGE_CODECS), f"compressing {page_bytes >> 10} KiB pages") as bar:
         for codec in PAGE_CODECS:
             if codec in cfg.codecs:
                 sets[codec] = compress_pages(codec, plain)
             bar.update()
-    dec = results.setdefault("decompression", {})
-    dec["pages"] = {"source": str(source), "page_bytes": 1 << 20, "count": len(plain)}
-    dec["ratios"] = {c: s.ratio for c, s in sets.items()}
-    return sets
+    info = {"pages": {"source": str(source), "page_bytes": page_bytes, "count": len(plain)},
+            "ratios": {c: s.ratio for c, s in sets.items()}}
+    return sets, info
 
 
 def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
     from .decompression import measure_backends, open_backends, sweep
+    from .pages import PAGE_BYTES, SMALL_PAGE_BYTES
 
-    sets = _page_sets(cfg, datasets, results)
+    sets, info = _page_sets(cfg, datasets, PAGE_BYTES)
+    dec = results.setdefault("decompression", {})
+    dec.update(info)
     cores = os.cpu_count() or 1
     factories, missing = open_backends(set(cfg.backends) | {"cpu"}, cores)
-    dec = results["decompression"]
     dec["unavailable"] = missing
     if "decompress" in cfg.parts:
         with _bar(cfg, len(factories) * len(sets), "decompression alone") as bar:
             dec["backends"] = measure_backends(factories, sets, cfg.repeats, tick=bar.update)
+        _save(cfg, results)
+        # The same bytes again in small pages: what a real file's pages look
+        # like (tens of KiB), at the same default options.
+        small, small_info = _page_sets(cfg, datasets, SMALL_PAGE_BYTES)
+        with _bar(cfg, len(factories) * len(small), "decompression alone, small pages") as bar:
+            small_info["backends"] = measure_backends(factories, small, cfg.repeats, tick=bar.update)
+        dec["small_pages"] = small_info
+        del small
         _save(cfg, results)
     if "sweep" in cfg.parts:
         n_gpu = sum(not k.startswith("cpu") for k in factories)
