@@ -78,8 +78,13 @@ class Dataset:
             "file_bytes": self.file_bytes,
             "files": self.files,
             "ipc_dir": None if self.ipc_dir is None else str(self.ipc_dir),
-            "ipc_bytes": None if self.ipc_dir is None else _dir_bytes(self.ipc_dir, "*.arrow"),
+            "ipc_bytes": self.ipc_bytes,
         }
+
+    @property
+    def ipc_bytes(self) -> int | None:
+        """Bytes of the Arrow IPC files on disk (None without them)."""
+        return None if self.ipc_dir is None else _dir_bytes(self.ipc_dir, "*.arrow")
 
 
 def _dir_bytes(path: Path, pattern: str = "*.parquet") -> int:

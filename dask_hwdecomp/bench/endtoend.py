@@ -300,10 +300,11 @@ def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repe
                 out[name][codec] = {"error": err or "no run"}
                 continue
             secs = [r["seconds"] for r in runs]
+            file_bytes = (dataset.ipc_bytes or 0) if variants[name].reads_ipc else dataset.file_bytes[codec]
             out[name][codec] = {
                 "seconds": summarize(secs),
                 "arrow_gbps": summarize([gb / s for s in secs]),
-                "file_gbps": summarize([dataset.file_bytes[codec] / 1e9 / s for s in secs]),
+                "file_gbps": summarize([file_bytes / 1e9 / s for s in secs]),
                 "cpu_s_per_gb": summarize([r["cpu_seconds"] / gb for r in runs]),
                 "report": _mean_report([r["report"] for r in runs]),
                 "gpu": _mean_gpu([r["gpu"] for r in runs]),

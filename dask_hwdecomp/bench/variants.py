@@ -43,6 +43,8 @@ class Variant:
         ``dd.read_parquet`` (the ceiling).
     codecs : tuple of str or None
         The only codec rows it is measured on (None: all).
+    reads_ipc : bool
+        It reads the dataset's Arrow IPC files (their bytes are its file bytes).
     """
 
     name: str
@@ -52,6 +54,7 @@ class Variant:
     unavailable: str | None = None
     reader: Callable | None = None
     codecs: tuple | None = None
+    reads_ipc: bool = False
 
     def applies_to(self, codec: str) -> bool:
         return self.codecs is None or codec in self.codecs
@@ -107,4 +110,4 @@ def ceiling_variant() -> Variant:
     """The decode-free ceiling, measured on the uncompressed row only."""
     from .ceiling import read_ipc_ceiling
 
-    return Variant(CEILING, reader=read_ipc_ceiling, codecs=("uncompressed",))
+    return Variant(CEILING, reader=read_ipc_ceiling, codecs=("uncompressed",), reads_ipc=True)
