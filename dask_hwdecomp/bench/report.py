@@ -72,9 +72,10 @@ def _e2e_section(results: dict) -> list[str]:
             if CEILING in per_variant:
                 plan = results.get("ceiling", {}).get(ds, {})
                 parts = f"{plan['partitions']} partitions: {plan['how']}" if "partitions" in plan else "the Parquet read's partitions"
-                lines += ["", f"{_label(CEILING)}: {CEILING_LABEL}, read through `dd.from_map` ({parts}) and converted to pandas as dask's pyarrow engine does. The same table "
-                          "with nothing to find, decompress or decode: a reference no Parquet engine can pass, not a "
-                          "target; measured on the uncompressed row only."]
+                lines += ["", f"{_label(CEILING)}: {CEILING_LABEL}, read through `dd.from_map` ({parts}) and "
+                          "converted to pandas as dask's pyarrow engine does: the same table and the same tasks with "
+                          "nothing to find, decompress or decode, so what a read costs apart from Parquet. A reference, "
+                          "not a target; measured on the uncompressed row only."]
             lines += ["", "GB/s of file bytes (the ceiling's: of its IPC files) and worker CPU seconds per GB of Arrow data:", ""]
             rows = [
                 [codec]
@@ -147,10 +148,12 @@ def _decompress_section(results: dict) -> list[str]:
         backends = info.get("backends", {})
         if not backends:
             continue
+        if lines:
+            lines.append("")
         codecs = sorted({c for v in backends.values() for c in v})
         pages = info.get("pages", {})
         size = _page_size(pages.get("page_bytes", 1 << 20))
-        lines += ["", f"{size} pages ({pages.get('count', '?')} of them), default options: GB/s of output, median "
+        lines += [f"{size} pages ({pages.get('count', '?')} of them), default options: GB/s of output, median "
                   "(min–max); compression ratio of the pages: "
                   + ", ".join(f"{c} {r:.2f}" for c, r in info.get("ratios", {}).items()), ""]
         rows = [[label] + [_cell(per.get(c), "gbps") for c in codecs] for label, per in backends.items()]

@@ -112,9 +112,9 @@ def _stage_text(report: dict | None) -> str | None:
     return text
 
 
-def _gpu_text(fig: dict | None) -> str | None:
+def _gpu_text(fig: dict | None, codec: str) -> str | None:
     gpu = _figure(fig, "gpu")
-    if not gpu:
+    if not gpu or codec == "uncompressed":  # no page of it goes to a GPU
         return None
     if not gpu.get("calls_per_read"):
         return f"no batched GPU call during the read ({gpu['services']} GPU services): its pages were not decompressed on a GPU"
@@ -178,7 +178,7 @@ def _vs_uncompressed_checks(run: _Run) -> list[dict]:
                 why.append(f"hwdecomp-auto on the uncompressed files reaches {own:.2f} of pyarrow ("
                            + ("fixed cost of fetch, scan and image" if own < UNCOMPRESSED_TARGET else "no fixed-cost penalty")
                            + ")")
-            why += [t for t in (_gpu_text(fig), _stage_text(_threaded_report(run.results, run.dataset, DEFAULT, codec))) if t]
+            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, DEFAULT, codec))) if t]
             check["limit"] = "; ".join(why)
         checks.append(check)
     return checks
@@ -232,7 +232,7 @@ def _cpu_seconds_checks(run: _Run) -> list[dict]:
             if same is not None and codec != "uncompressed":
                 why.append(f"pyarrow spends {same['median']:.2f} s/GB on {codec} and {unc['median']:.2f} on the "
                            f"uncompressed copy, hwdecomp-auto {mine['median']:.2f}")
-            why += [t for t in (_gpu_text(fig), _stage_text(_threaded_report(run.results, run.dataset, DEFAULT, codec))) if t]
+            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, DEFAULT, codec))) if t]
             check["limit"] = "; ".join(why)
         checks.append(check)
     return checks
