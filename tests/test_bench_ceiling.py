@@ -86,7 +86,7 @@ def test_measured_figures_without_a_gpu_make_the_gpu_checks_not_measurable(datas
 def test_decompress_part_measures_64_kib_pages_at_default_options(tmp_path):
     cfg = BenchConfig(out_dir=tmp_path / "out", size_bytes=2_000_000, datasets=("lineitem",),
                       codecs=("uncompressed", "snappy"), files=1, repeats=1, parts=("decompress",),
-                      backends=("cpu",), decompress_bytes=1 << 20, progress=False)
+                      backends=("auto",), decompress_bytes=1 << 20, progress=False)
     run_bench(cfg)
     results = json.loads((cfg.out_dir / "results.json").read_text())
     dec = results["decompression"]
@@ -97,8 +97,13 @@ def test_decompress_part_measures_64_kib_pages_at_default_options(tmp_path):
     for label in ("cpu-1", next(k for k in small["backends"] if k != "cpu-1")):
         assert small["backends"][label]["snappy"]["gbps"]["median"] > 0
         assert small["backends"][label]["snappy"]["pages"] == 16
+    # "auto" asks for every GPU backend: each is measured or says why it cannot run here
+    gpu_labels = {"nvcomp", "hardware"}
+    assert gpu_labels == set(dec["unavailable"]) | (gpu_labels & set(small["backends"]))
     (check,) = [c for c in results["targets"] if c["kind"] == "decompress" and "snappy, 64 KiB" in c["what"]]
-    assert check["met"] is None and check["limit"].startswith("not measurable here: no GPU backend ran")
+    if not gpu_available():
+        assert check["met"] is None and check["limit"].startswith("not measurable here: no GPU backend ran (")
+        assert "none was asked for" not in check["limit"]
     report = (cfg.out_dir / "report.md").read_text()
     assert "64 KiB pages (16 of them), default options" in report
     assert "1 MiB pages (1 of them), default options" in report

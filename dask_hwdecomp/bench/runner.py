@@ -207,14 +207,17 @@ def _page_sets(cfg: BenchConfig, datasets: dict, page_bytes: int) -> tuple[dict,
 
 
 def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
-    from .decompression import measure_backends, open_backends, sweep
+    from .decompression import GPU_BACKENDS, measure_backends, open_backends, sweep
     from .pages import PAGE_BYTES, SMALL_PAGE_BYTES
 
     sets, info = _page_sets(cfg, datasets, PAGE_BYTES)
     dec = results.setdefault("decompression", {})
     dec.update(info)
     cores = os.cpu_count() or 1
-    factories, missing = open_backends(set(cfg.backends) | {"cpu"}, cores)
+    names = set(cfg.backends) | {"cpu"}
+    if "auto" in names:  # auto takes a GPU backend where one runs: measure every one
+        names |= set(GPU_BACKENDS)
+    factories, missing = open_backends(names, cores)
     dec["unavailable"] = missing
     if "decompress" in cfg.parts:
         with _bar(cfg, len(factories) * len(sets), "decompression alone") as bar:
