@@ -97,6 +97,7 @@ def test_worker_cpu_seconds_over_pyarrow_uncompressed():
               if c["kind"] == "cpu-seconds"}
     assert checks["snappy"]["met"] is True and checks["snappy"]["value"] == pytest.approx(1.05)
     assert checks["snappy"]["target"] == "<= 1.05"
+    assert checks["uncompressed"]["met"] is True
     gzip = checks["gzip"]
     assert gzip["met"] is False and gzip["measured"] == "1.10"  # 4.4 / 4.0, not / pyarrow's 6.0 on gzip
     assert "pyarrow spends 6.00 s/GB on gzip and 4.00 on the uncompressed copy, hwdecomp-auto 4.40" in gzip["limit"]
@@ -134,6 +135,10 @@ def test_service_checks_met_and_missed_at_16x1():
     snappy = _by_what(bad, "snappy: mean pages per batched GPU call")
     assert snappy["met"] is False and snappy["value"] == 300.0 and snappy["limit"].startswith("missed by 85%")
     assert "6000 pages went out in 20 calls" in snappy["limit"]
+    few = _fig(2.0, 4.0, _gpu(pages_per_call=300.0, calls=2.0))
+    small = _by_what(check_targets(_results({"lineitem": _lineitem(hwdecomp_auto__snappy=few)}, shape=(16, 1))),
+                     "snappy: mean pages per batched GPU call")
+    assert small["met"] is False and "a whole read holds only 600 pages" in small["limit"]
     assert _by_what(bad, "gzip: mean pages per batched GPU call")["met"] is True
 
 
@@ -197,3 +202,9 @@ def test_checks_come_in_the_order_of_the_target_table():
     order = ["vs-uncompressed", "uncompressed", "cpu-backend", "cpu-seconds", "contexts", "pages-per-call", "decompress"]
     kinds = [c["kind"] for c in checks]
     assert sorted(kinds, key=order.index) == kinds and set(kinds) == set(order)
+
+
+def test_a_miss_hidden_by_rounding_shows_three_decimals():
+    e2e = {"lineitem": _lineitem(hwdecomp_auto__snappy=_fig(2.0, 4.208, _gpu()))}
+    (check,) = [c for c in check_targets(_results(e2e)) if c["kind"] == "cpu-seconds" and ", snappy:" in c["what"]]
+    assert check["met"] is False and check["measured"] == "1.052" and check["limit"].startswith("missed by 0.2%;")

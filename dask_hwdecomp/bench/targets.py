@@ -91,11 +91,16 @@ def _judge(check: dict, value: float | None, target: float, higher: bool, why_mi
         check.update(measured=None, met=None, limit=f"not measured: {why_missing}")
         return False
     met = value >= target if higher else value <= target
-    check.update(value=value, measured=f"{value:.2f}", met=met)
+    # Three decimals where two would print the target itself for a miss.
+    shown = f"{value:.2f}" if met or f"{value:.2f}" != f"{target:.2f}" else f"{value:.3f}"
+    check.update(value=value, measured=shown, met=met)
     if not met:
-        miss = (target - value) / target if higher else (value - target) / target
-        check["limit"] = f"missed by {100 * miss:.0f}%"
+        check["limit"] = f"missed by {_percent((target - value) / target if higher else (value - target) / target)}"
     return not met
+
+
+def _percent(miss: float) -> str:
+    return f"{100 * miss:.0f}%" if miss >= 0.005 else f"{100 * miss:.1f}%"
 
 
 def _stage_text(report: dict | None) -> str | None:
@@ -117,10 +122,10 @@ def _gpu_text(fig: dict | None, codec: str) -> str | None:
     if not gpu or codec == "uncompressed":  # no page of it goes to a GPU
         return None
     if not gpu.get("calls_per_read"):
-        return f"no batched GPU call during the read ({gpu['services']} GPU services): its pages were not decompressed on a GPU"
+        return f"no batched GPU call during the read (GPU services: {gpu['services']}): its pages were not decompressed on a GPU"
     procs = "unknown" if gpu["gpu_processes"] is None else gpu["gpu_processes"]
     return (f"GPU: {gpu['pages_per_call']:.0f} pages per batched call, {gpu['calls_per_read']:.0f} calls per read, "
-            f"{gpu['services']} GPU services, {procs} processes with a CUDA context")
+            f"GPU services: {gpu['services']}, processes with a CUDA context: {procs}")
 
 
 def _threaded_report(results: dict, dataset: str, variant: str, codec: str) -> dict | None:
@@ -265,7 +270,7 @@ def _service_checks(results: dict) -> list[dict]:
         contexts.update(value=n, measured=f"{n} (during the {codec} read)", met=n == CONTEXTS_TARGET)
         if n != CONTEXTS_TARGET:
             services = max(g["services"] for g in gpus.values() if g)
-            contexts["limit"] = (f"{n} processes hold a CUDA context, {services} GPU services ran: "
+            contexts["limit"] = (f"{n} processes hold a CUDA context, GPU services: {services}: "
                                  + ("the workers did not share one service" if services > 1 else
                                     "processes other than the service hold contexts (workers, or another program)"
                                     if n > CONTEXTS_TARGET else "no process held a context during the read"))
@@ -275,7 +280,7 @@ def _service_checks(results: dict) -> list[dict]:
             check.update(measured=None, met=None, limit=f"not measured: {run.missing(run.fig(DEFAULT, codec))}")
         elif g.get("pages_per_call") is None:
             check.update(measured=None, met=None, limit="not measurable here: no batched GPU call ran "
-                         f"({g['services']} GPU services; without a GPU, pages are decompressed on the CPU)")
+                         f"(GPU services: {g['services']}; without a GPU, pages are decompressed on the CPU)")
         else:
             v = g["pages_per_call"]
             check.update(value=v, measured=f"{v:.0f} ({g['calls_per_read']:.0f} calls per read)",
@@ -285,8 +290,8 @@ def _service_checks(results: dict) -> list[dict]:
                 check["limit"] = f"missed by {100 * (1 - v / PAGES_PER_CALL_TARGET):.0f}%; " + (
                     f"a whole read holds only {pages:.0f} pages: the dataset is too small to fill calls of "
                     f"{PAGES_PER_CALL_TARGET}" if pages < PAGES_PER_CALL_TARGET else
-                    f"a read's {pages:.0f} pages went out in {g['calls_per_read']:.0f} calls: the service merged "
-                    "fewer concurrent requests per call than the read offered")
+                    f"a read's {pages:.0f} pages went out in {g['calls_per_read']:.0f} calls: enough pages for full "
+                    "calls, but the service merged only part of the read's requests into each")
     return [contexts, *per_call]
 
 
