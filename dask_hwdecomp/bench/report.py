@@ -137,13 +137,13 @@ def _decompress_section(results: dict) -> list[str]:
     lines = []
     copy = results.get("copy_bandwidth", {})
     if "skipped" in copy:
-        lines.append(f"Pinned copy bandwidth: not measured ({copy['skipped']}).")
+        lines.append(f"- Pinned copy bandwidth: not measured ({copy['skipped']}).")
     elif copy:
         for kind in ("pinned", "pageable"):
             if kind in copy:
-                lines.append(f"{kind.capitalize()} copies, GB/s: host to device {_fmt(copy[kind]['h2d'], 1)}, device to host {_fmt(copy[kind]['d2h'], 1)}.")
+                lines.append(f"- {kind.capitalize()} copies, GB/s: host to device {_fmt(copy[kind]['h2d'], 1)}, device to host {_fmt(copy[kind]['d2h'], 1)}.")
     for name, why in dec.get("unavailable", {}).items():
-        lines.append(f"Backend {name} not measured: {why}.")
+        lines.append(f"- Backend {name} not measured: {why}.")
     for info in (dec, dec.get("small_pages", {})):
         backends = info.get("backends", {})
         if not backends:
