@@ -44,18 +44,21 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
     assert "## Targets" in report and "## System" in report
     assert not re.search(r"issue \d", report, re.I), "the report is for users: no issue numbers"
     assert not (cfg.out_dir / "data").exists(), "generated data is removed unless keep_data"
-    # Same-codec ratios come first, and each line's figure is the one it says it measures.
+    # The target table's rows, in its order; each ratio line's figure is the one it says it measures.
+    order = ["vs-uncompressed", "uncompressed", "cpu-backend", "cpu-seconds", "contexts", "pages-per-call", "decompress"]
     kinds = [c["kind"] for c in results["targets"]]
-    first_other = next(i for i, k in enumerate(kinds) if k not in ("vs-pyarrow", "cpu-vs-pyarrow"))
-    assert first_other > 0 and all(k not in ("vs-pyarrow", "cpu-vs-pyarrow") for k in kinds[first_other:])
+    assert sorted(kinds, key=order.index) == kinds and set(kinds) == set(order)
     for c in results["targets"]:
-        if c["met"] is not None and c["kind"] != "decompress":
-            assert c["measured"] == f"{c['value']:.2f}", c
+        if c["met"] is not None and c["kind"] not in ("decompress", "contexts", "pages-per-call"):
+            assert float(c["measured"]) == pytest.approx(c["value"], abs=0.005), c
             assert c["met"] == (c["value"] >= float(c["target"][3:]) if c["target"].startswith(">=") else c["value"] <= float(c["target"][3:]))
+        if c["kind"] in ("contexts", "pages-per-call"):
+            assert c["met"] is None and c["limit"] == "not measured (cluster 1x2)", c
     base = results["endtoend"]["lineitem"]["distributed"]
-    (same,) = [c for c in results["targets"] if c["kind"] == "vs-pyarrow" and c["what"].startswith("lineitem, distributed, gzip")]
-    want = base["hwdecomp-auto"]["gzip"]["arrow_gbps"]["median"] / base["pyarrow"]["gzip"]["arrow_gbps"]["median"]
-    assert same["value"] == pytest.approx(want)
+    (gzip,) = [c for c in results["targets"] if c["kind"] == "vs-uncompressed" and c["what"].startswith("lineitem, LocalCluster 1x2, gzip")]
+    want = base["hwdecomp-auto"]["gzip"]["arrow_gbps"]["median"] / base["pyarrow"]["uncompressed"]["arrow_gbps"]["median"]
+    assert gzip["value"] == pytest.approx(want)
+    assert "ipc-ceiling (reference)" in report and "64 KiB pages" in report
     for name in results["plots"].values():
         assert (cfg.out_dir / name).stat().st_size > 0
     assert {"throughput", "cpu", "stages", "decompression", "sweep"} <= set(results["plots"])
@@ -70,14 +73,19 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
                         assert _positive(fig[key]), (ds, sched, variant, codec, key)
             if results["variants"]["hwdecomp-nvcomp"]["unavailable"]:
                 assert per_variant["hwdecomp-nvcomp"]["gzip"]["error"].startswith("unavailable")
+            # the decode-free ceiling: on the uncompressed row only, interleaved with the engines
+            assert list(per_variant["ipc-ceiling"]) == ["uncompressed"]
+            for key in ("arrow_gbps", "file_gbps", "cpu_s_per_gb"):
+                assert _positive(per_variant["ipc-ceiling"]["uncompressed"][key]), (ds, sched, key)
         rep = results["endtoend"][ds]["threads"]["hwdecomp-auto"]["gzip"]["report"]
         # without a GPU, auto is pyarrow's own read: one "pyarrow" stage
         stage = "decode" if gpu_available() else "pyarrow"
         assert rep["stages_s"][stage] > 0 and rep["backends"]
     dec = results["decompression"]
-    for label, per_codec in dec["backends"].items():
-        for codec in ("gzip",):
-            assert _positive(per_codec[codec]["gbps"]), (label, codec)
+    assert dec["small_pages"]["pages"]["page_bytes"] == 64 << 10
+    for backends in (dec["backends"], dec["small_pages"]["backends"]):
+        for label, per_codec in backends.items():
+            assert _positive(per_codec["gzip"]["gbps"]), (label, "gzip")
     (pool,) = [k for k in dec["sweep"] if k.startswith("cpu-")]
     assert all(_positive(p["gbps"]) for pts in dec["sweep"][pool].values() for p in pts)
     assert any(c["met"] is not None for c in results["targets"])

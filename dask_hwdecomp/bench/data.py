@@ -3,9 +3,12 @@
 Layout under ``root``::
 
     <name>/<codec>/part-0000.parquet ...
+    <name>/ipc/part-0000.arrow ...
     <name>/manifest.json
 
-Every codec directory holds the same rows. A manifest records how the data
+Every codec directory holds the same rows; ``ipc`` holds the uncompressed
+files again as Arrow IPC files, the decode-free ceiling's input
+(:mod:`.ceiling`). A manifest records how the data
 was made, so a second run with the same settings reuses it.
 """
 
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from .ceiling import write_ipc_copy
 from .tables import KINDS, bytes_per_row, make_table
 
 __all__ = ["CODECS", "Dataset", "generate", "from_user", "describe_dir"]
@@ -53,6 +57,8 @@ class Dataset:
         ``{codec: bytes on disk}``.
     files : int
         Files per codec.
+    ipc_dir : Path or None
+        The uncompressed files as Arrow IPC files (the decode-free ceiling).
     """
 
     name: str
@@ -61,6 +67,7 @@ class Dataset:
     arrow_bytes: int
     file_bytes: dict = field(default_factory=dict)
     files: int = 0
+    ipc_dir: Path | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -70,11 +77,18 @@ class Dataset:
             "arrow_bytes": self.arrow_bytes,
             "file_bytes": self.file_bytes,
             "files": self.files,
+            "ipc_dir": None if self.ipc_dir is None else str(self.ipc_dir),
+            "ipc_bytes": self.ipc_bytes,
         }
 
+    @property
+    def ipc_bytes(self) -> int | None:
+        """Bytes of the Arrow IPC files on disk (None without them)."""
+        return None if self.ipc_dir is None else _dir_bytes(self.ipc_dir, "*.arrow")
 
-def _dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in Path(path).glob("*.parquet"))
+
+def _dir_bytes(path: Path, pattern: str = "*.parquet") -> int:
+    return sum(p.stat().st_size for p in Path(path).glob(pattern))
 
 
 def _write_part(kind: str, index: int, rows: int, first_row: int, seed: int, dirs: dict, row_group_rows) -> int:
@@ -151,7 +165,8 @@ def generate(
         if old.get("made_with") == wanted:
             if progress:
                 progress(files)
-            return Dataset(kind, dirs, old["rows"], old["table_bytes"], {c: _dir_bytes(d) for c, d in dirs.items()}, files)
+            ipc = write_ipc_copy(dirs["uncompressed"], threads)  # kept data from before the twins existed
+            return Dataset(kind, dirs, old["rows"], old["table_bytes"], {c: _dir_bytes(d) for c, d in dirs.items()}, files, ipc)
     if base.exists():
         shutil.rmtree(base)
     for d in dirs.values():
@@ -170,8 +185,9 @@ def generate(
             if progress:
                 progress(1)
     rows = rows_per_file * files
+    ipc = write_ipc_copy(dirs["uncompressed"], threads)
     manifest.write_text(json.dumps({"made_with": wanted, "rows": rows, "table_bytes": total}, indent=1))
-    return Dataset(kind, dirs, rows, total, {c: _dir_bytes(d) for c, d in dirs.items()}, files)
+    return Dataset(kind, dirs, rows, total, {c: _dir_bytes(d) for c, d in dirs.items()}, files, ipc)
 
 
 def describe_dir(path) -> tuple[int, int, str]:
@@ -195,7 +211,8 @@ def from_user(path, root, threads: int | None = None) -> Dataset:
     """Take a user's directory of Parquet files, plus an uncompressed copy.
 
     The copy (``root/user/uncompressed``) keeps each file's row groups and
-    is the decode-only bound.
+    is the decode-only bound; its Arrow IPC twins (``root/user/ipc``) are
+    the decode-free ceiling.
 
     Raises
     ------
@@ -206,8 +223,9 @@ def from_user(path, root, threads: int | None = None) -> Dataset:
     rows, nbytes, codec = describe_dir(path)
     files = sorted(path.glob("*.parquet")) or sorted(path.rglob("*.parquet"))
     copy = Path(root) / "user" / "uncompressed"
-    if copy.exists():
-        shutil.rmtree(copy)
+    for old in (copy, copy.parent / "ipc"):
+        if old.exists():
+            shutil.rmtree(old)
     copy.mkdir(parents=True)
 
     def rewrite(i_f):
@@ -218,6 +236,7 @@ def from_user(path, root, threads: int | None = None) -> Dataset:
 
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
         list(pool.map(rewrite, enumerate(files)))
+    ipc = write_ipc_copy(copy, threads)
     name = codec if codec != "uncompressed" else "as-is"
     dirs = {"uncompressed": copy, name: path}
-    return Dataset("user", dirs, rows, nbytes, {c: _dir_bytes(d) for c, d in dirs.items()}, len(files))
+    return Dataset("user", dirs, rows, nbytes, {c: _dir_bytes(d) for c, d in dirs.items()}, len(files), ipc)

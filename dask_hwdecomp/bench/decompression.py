@@ -10,7 +10,9 @@ decompression and the copies back. Figures are GB/s of output.
   codec with no checksum, the default ones (a GZIP page's CRC-32) and those
   of ``verify_checksums`` (plus the page CRC-32 of every page's stored
   bytes), interleaved per repeat, in the backend's default configuration.
-- A GPU backend is measured with the default options, then swept over
+- Every backend is measured at its default options on the 1 MiB and the
+  64 KiB page sets.
+- A GPU backend is then swept over
   ``batch_bytes`` (N pages of 1 MiB per batched call) × ``streams``, all
   pages handed over in one ``decompress`` call that the backend cuts into
   parts and spreads over its streams. Its host buffers are pinned, taken
@@ -26,7 +28,7 @@ import time
 from ..decompress import registry
 from ..decompress.cpu import CpuBackend
 from ..options import Options
-from .pages import PageSet
+from .pages import PAGE_BYTES, PageSet
 from .stats import summarize
 
 __all__ = ["GPU_BACKENDS", "open_backends", "time_backend", "measure_backends", "sweep", "checksum_cost",
@@ -36,7 +38,7 @@ GPU_BACKENDS = ("nvcomp", "hardware")
 
 # One thread is slow: it gets at most this many pages (throughput is per page).
 CPU1_MAX_PAGES = 64
-_PAGE = 1 << 20
+_PAGE = PAGE_BYTES  # the sweep's page set
 
 
 def _gpu_factory(name: str):

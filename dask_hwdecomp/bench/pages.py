@@ -1,6 +1,6 @@
 """Compressed pages for decompression-only measurements.
 
-Pages are 1 MiB slices of the uncompressed Parquet files of a benchmark
+Pages are 1 MiB (or 64 KiB) slices of the uncompressed Parquet files of a benchmark
 dataset (real encoded page data: dictionary indices, plain values, levels),
 each compressed the way its Parquet codec stores it, as the bitstream a
 backend receives: raw Snappy, raw deflate (what a GZIP page becomes after
@@ -26,7 +26,13 @@ from ..format.codecs import preamble_of
 from ..format.structs import Codec
 from ..jobs import Algo, Job, PageCrc
 
-__all__ = ["COMPRESSORS", "compress_page", "sample_payload", "PAGE_CODECS", "PageSet", "read_plain_pages", "compress_pages"]
+__all__ = ["COMPRESSORS", "compress_page", "sample_payload", "PAGE_CODECS", "PageSet", "read_plain_pages", "compress_pages",
+           "PAGE_BYTES", "SMALL_PAGE_BYTES"]
+
+# The page sizes measured: large pages (the sweep's unit), and the tens of
+# KiB that real files' pages have.
+PAGE_BYTES = 1 << 20
+SMALL_PAGE_BYTES = 64 << 10
 
 # bitstream -> the compressor of a page body of it
 COMPRESSORS: dict[Algo, Callable[[bytes], Any]] = {
@@ -105,7 +111,7 @@ class PageSet:
         return PageSet(self.codec, self.src[:end_src], jobs, end_dst)
 
 
-def read_plain_pages(files, total_bytes: int, page_bytes: int = 1 << 20) -> list[bytes]:
+def read_plain_pages(files, total_bytes: int, page_bytes: int = PAGE_BYTES) -> list[bytes]:
     """Cut up to ``total_bytes`` of ``files`` into pages of ``page_bytes``.
 
     The files are read in turn, wrapping around when they hold less.

@@ -9,9 +9,19 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .variants import BASELINE  # noqa: E402
+from .variants import BASELINE, CEILING  # noqa: E402
 
-__all__ = ["plot_all", "stage_rows", "stage_figure"]
+__all__ = ["plot_all", "stage_rows", "stage_figure", "variant_colours"]
+
+# Okabe-Ito: told apart with any colour vision; each variant keeps its colour in every plot.
+_PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442"]
+_FIXED = {BASELINE: _PALETTE[0], "hwdecomp-auto": _PALETTE[1], "hwdecomp-cpu": _PALETTE[2],
+          "hwdecomp-nvcomp": _PALETTE[3], "hwdecomp-hardware": _PALETTE[4]}
+_CEILING_STYLE = {"color": "black", "ls": "-.", "lw": 1.2}
+_CEILING_SHORT = "Arrow IPC ceiling (mmap, no decoding)"
+# Above this many times the tallest bar, the ceiling is written, not drawn:
+# drawn, it would flatten the bars the plot is about.
+_CEILING_SCALE = 2.5
 
 
 def _med(fig, key):
@@ -20,9 +30,36 @@ def _med(fig, key):
     return fig[key]
 
 
-def _bars(ax, per_variant: dict, key: str, codecs: list[str], title: str, ylabel: str, bound_line: bool):
-    names = [n for n, v in per_variant.items() if any(_med(f, key) for f in v.values())]
+def variant_colours(names) -> dict:
+    """``{name: colour}``: the engines' fixed colours, the rest from the palette in turn."""
+    # Yellow last: thin bars of it are hard to see on white.
+    spare = [_PALETTE[5], *_PALETTE[:5], _PALETTE[6]]
+    out: dict[str, str] = {}
+    for name in names:
+        out[name] = _FIXED.get(name) or spare[sum(n not in _FIXED for n in out) % len(spare)]
+    return out
+
+
+def _ceiling(ax, per_variant: dict, key: str, top: float, unit: str) -> None:
+    """The decode-free ceiling as a line, or as a note where it is off the scale."""
+    s = _med(per_variant.get(CEILING, {}).get("uncompressed"), key)
+    if s is None:
+        return
+    value = s["median"]
+    if top <= 0 or value <= _CEILING_SCALE * top:
+        ax.axhline(value, label=f"{_CEILING_SHORT}: {value:.3g} {unit}", **_CEILING_STYLE)
+        return
+    ax.set_ylim(0, 1.15 * top)
+    ax.text(0.99, 0.97, f"{_CEILING_SHORT}: {value:.3g} {unit}, above the scale", transform=ax.transAxes,
+            ha="right", va="top", fontsize=7, bbox={"facecolor": "white", "edgecolor": "black", "lw": 0.5})
+
+
+def _bars(ax, per_variant: dict, key: str, codecs: list[str], title: str, ylabel: str, bound_line: bool, unit: str = "",
+          legend_outside: bool = False):
+    names = [n for n, v in per_variant.items() if n != CEILING and any(_med(f, key) for f in v.values())]
+    colours = variant_colours(names)
     width = 0.8 / max(1, len(names))
+    top = 0.0
     for i, name in enumerate(names):
         xs, ys, lo, hi = [], [], [], []
         for j, codec in enumerate(codecs):
@@ -33,18 +70,21 @@ def _bars(ax, per_variant: dict, key: str, codecs: list[str], title: str, ylabel
             ys.append(s["median"])
             lo.append(s["median"] - s["min"])
             hi.append(s["max"] - s["median"])
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name)
+            top = max(top, s["max"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name, color=colours[name])
     bound = _med(per_variant.get(BASELINE, {}).get("uncompressed"), key)
     if bound_line and bound:
-        ax.axhline(bound["median"], color="k", ls="--", lw=1, label="pyarrow, uncompressed copy")
+        ax.axhline(bound["median"], color=colours.get(BASELINE, "k"), ls="--", lw=1, label="pyarrow, uncompressed copy")
+    _ceiling(ax, per_variant, key, top, unit)
     ax.set_xticks(range(len(codecs)), codecs, rotation=20)
     ax.set_title(title, fontsize=9)
     ax.set_ylabel(ylabel)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        # Outside, right of the panel: inside, it hid the bars of the first codec.
+        ax.legend(fontsize=7, **({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if legend_outside else {}))
 
 
-def _grid(endtoend: dict, key: str, ylabel: str, path: Path, schedulers=None) -> Path | None:
+def _grid(endtoend: dict, key: str, ylabel: str, unit: str, path: Path, schedulers=None) -> Path | None:
     cells = [
         (ds, sched, per_variant)
         for ds, per_sched in endtoend.items()
@@ -53,10 +93,10 @@ def _grid(endtoend: dict, key: str, ylabel: str, path: Path, schedulers=None) ->
     ]
     if not cells:
         return None
-    fig, axes = plt.subplots(len(cells), 1, figsize=(8, 3.2 * len(cells)), squeeze=False)
+    fig, axes = plt.subplots(len(cells), 1, figsize=(11, 3.2 * len(cells)), squeeze=False)
     for ax, (ds, sched, per_variant) in zip(axes[:, 0], cells):
-        codecs = list(next(iter(per_variant.values())).keys())
-        _bars(ax, per_variant, key, codecs, f"{ds} — {sched}", ylabel, bound_line=True)
+        codecs = list(per_variant.get(BASELINE) or next(iter(per_variant.values())))
+        _bars(ax, per_variant, key, codecs, f"{ds} — {sched}", ylabel, bound_line=True, unit=unit, legend_outside=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -108,17 +148,21 @@ def _stages(endtoend: dict, arrow_bytes: dict, path: Path) -> Path | None:
 
 
 def _decompress(dec: dict, copy: dict | None, path: Path) -> Path | None:
-    backends = dec.get("backends", {})
-    if not backends:
+    sets = [(info.get("pages", {}).get("page_bytes", 1 << 20), info["backends"])
+            for info in (dec, dec.get("small_pages", {})) if info.get("backends")]
+    if not sets:
         return None
-    codecs = sorted({c for v in backends.values() for c in v})
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    _bars(ax, backends, "gbps", codecs, "decompression alone, host to host", "GB/s of output", bound_line=False)
+    fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 3.8), squeeze=False, sharey=True)
     pinned = (copy or {}).get("pinned")
-    if pinned:
-        ax.axhline(pinned["d2h"]["median"], color="r", ls=":", lw=1, label="pinned copy D2H")
-        ax.axhline(pinned["h2d"]["median"], color="m", ls=":", lw=1, label="pinned copy H2D")
-        ax.legend(fontsize=7)
+    for ax, (page_bytes, backends) in zip(axes[0], sets):
+        codecs = sorted({c for v in backends.values() for c in v})
+        size = f"{page_bytes >> 20} MiB" if page_bytes >= 1 << 20 else f"{page_bytes >> 10} KiB"
+        _bars(ax, backends, "gbps", codecs, f"decompression alone, host to host, {size} pages, default options",
+              "GB/s of output", bound_line=False)
+        if pinned:
+            ax.axhline(pinned["d2h"]["median"], color="r", ls=":", lw=1, label="pinned copy D2H")
+            ax.axhline(pinned["h2d"]["median"], color="m", ls=":", lw=1, label="pinned copy H2D")
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -158,8 +202,8 @@ def plot_all(results: dict, out_dir) -> dict:
     e2e = results.get("endtoend", {})
     arrow_bytes = {k: v["arrow_bytes"] for k, v in results.get("datasets", {}).items()}
     made = {
-        "throughput": _grid(e2e, "arrow_gbps", "GB/s of Arrow data", out_dir / "throughput.png"),
-        "cpu": _grid(e2e, "cpu_s_per_gb", "CPU s per GB of Arrow data", out_dir / "cpu_seconds.png"),
+        "throughput": _grid(e2e, "arrow_gbps", "GB/s of Arrow data", "GB/s", out_dir / "throughput.png"),
+        "cpu": _grid(e2e, "cpu_s_per_gb", "CPU s per GB of Arrow data", "CPU s/GB", out_dir / "cpu_seconds.png"),
         "stages": _stages(e2e, arrow_bytes, out_dir / "stages.png"),
         "decompression": _decompress(results.get("decompression", {}), results.get("copy_bandwidth"), out_dir / "decompression.png"),
         "sweep": _sweep(results.get("decompression", {}), out_dir / "batch_sweep.png"),

@@ -6,7 +6,8 @@ The parts, each selectable:
     ``dd.read_parquet`` with every engine variant, on each scheduler: GB/s,
     worker CPU seconds per GB, stage times.
 ``decompress``
-    Decompression alone per backend, host to host.
+    Decompression alone per backend, host to host, at the default options,
+    on pages of 1 MiB and of 64 KiB.
 ``copy``
     Pinned and pageable copy bandwidth (decompression's physical limit).
 ``sweep``
@@ -156,53 +157,79 @@ def _datasets(cfg: BenchConfig) -> dict:
 
 def _e2e(cfg: BenchConfig, datasets: dict, results: dict) -> None:
     from .endtoend import ClusterShape, local_cluster, measure_dataset, threaded
-    from .variants import engine_variants
+    from .variants import CEILING, ceiling_variant, engine_variants
 
-    variants = engine_variants(cfg.backends)
-    results["variants"] = {k: {"backend": v.backend, "unavailable": v.unavailable} for k, v in variants.items()}
+    variants = {**engine_variants(cfg.backends), CEILING: ceiling_variant()}
+    results["variants"] = {k: {"backend": v.backend, "unavailable": v.unavailable, "codecs": v.codecs}
+                           for k, v in variants.items()}
     shape = ClusterShape(cfg.workers, cfg.threads)
-    usable = sum(v.unavailable is None for v in variants.values())
+    usable = [v for v in variants.values() if v.unavailable is None]
     e2e = results.setdefault("endtoend", {})
     for sched in cfg.schedulers:
         opener = local_cluster if sched == "distributed" else threaded
         with opener(shape) as scheduler:
             for name, ds in datasets.items():
-                total = cfg.repeats * len(ds.dirs) * usable
+                total = cfg.repeats * sum(v.applies_to(c) for c in ds.dirs for v in usable)
                 with _bar(cfg, total, f"{sched}: {name}") as bar:
                     e2e.setdefault(name, {})[sched] = measure_dataset(
                         scheduler, variants, ds, cfg.repeats, tick=bar.update
                     )
+                results.setdefault("ceiling", {})[name] = _ceiling_plan(ds)
                 _save(cfg, results)
 
 
-def _page_sets(cfg: BenchConfig, datasets: dict, results: dict) -> dict:
+def _ceiling_plan(ds) -> dict:
+    """How many partitions the ceiling read made, and how they were chosen."""
+    from .ceiling import ipc_parts
+
+    try:
+        plan, how = ipc_parts(ds.dirs["uncompressed"])
+    except Exception as exc:  # the ceiling's own figure already says it failed
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"partitions": len(plan), "how": how}
+
+
+def _page_sets(cfg: BenchConfig, datasets: dict, page_bytes: int) -> tuple[dict, dict]:
+    """``({codec: PageSet}, description)`` of ``cfg.decompress_bytes`` cut into ``page_bytes`` pages."""
     from .pages import PAGE_CODECS, compress_pages, read_plain_pages
 
     source = next(iter(datasets.values())).dirs["uncompressed"]
-    plain = read_plain_pages(sorted(Path(source).glob("*.parquet")), cfg.decompress_bytes)
+    plain = read_plain_pages(sorted(Path(source).glob("*.parquet")), cfg.decompress_bytes, page_bytes)
     sets = {}
-    with _bar(cfg, len(PAGE_CODECS), "compressing pages") as bar:
+    with _bar(cfg, len(PAGE_CODECS), f"compressing {page_bytes >> 10} KiB pages") as bar:
         for codec in PAGE_CODECS:
             if codec in cfg.codecs:
                 sets[codec] = compress_pages(codec, plain)
             bar.update()
-    dec = results.setdefault("decompression", {})
-    dec["pages"] = {"source": str(source), "page_bytes": 1 << 20, "count": len(plain)}
-    dec["ratios"] = {c: s.ratio for c, s in sets.items()}
-    return sets
+    info = {"pages": {"source": str(source), "page_bytes": page_bytes, "count": len(plain)},
+            "ratios": {c: s.ratio for c, s in sets.items()}}
+    return sets, info
 
 
 def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
-    from .decompression import measure_backends, open_backends, sweep
+    from .decompression import GPU_BACKENDS, measure_backends, open_backends, sweep
+    from .pages import PAGE_BYTES, SMALL_PAGE_BYTES
 
-    sets = _page_sets(cfg, datasets, results)
+    sets, info = _page_sets(cfg, datasets, PAGE_BYTES)
+    dec = results.setdefault("decompression", {})
+    dec.update(info)
     cores = os.cpu_count() or 1
-    factories, missing = open_backends(set(cfg.backends) | {"cpu"}, cores)
-    dec = results["decompression"]
+    names = set(cfg.backends) | {"cpu"}
+    if "auto" in names:  # auto takes a GPU backend where one runs: measure every one
+        names |= set(GPU_BACKENDS)
+    factories, missing = open_backends(names, cores)
     dec["unavailable"] = missing
     if "decompress" in cfg.parts:
         with _bar(cfg, len(factories) * len(sets), "decompression alone") as bar:
             dec["backends"] = measure_backends(factories, sets, cfg.repeats, tick=bar.update)
+        _save(cfg, results)
+        # The same bytes again in small pages: what a real file's pages look
+        # like (tens of KiB), at the same default options.
+        small, small_info = _page_sets(cfg, datasets, SMALL_PAGE_BYTES)
+        with _bar(cfg, len(factories) * len(small), "decompression alone, small pages") as bar:
+            small_info["backends"] = measure_backends(factories, small, cfg.repeats, tick=bar.update)
+        dec["small_pages"] = small_info
+        del small
         _save(cfg, results)
     if "sweep" in cfg.parts:
         n_gpu = sum(not k.startswith("cpu") for k in factories)

@@ -3,19 +3,24 @@
 Each variant says how to call ``dd.read_parquet`` (``engine`` and extra
 keywords) or why it cannot run here. ``pyarrow`` is the plain CPU baseline;
 ``hwdecomp-auto`` is what a user gets by default; ``hwdecomp-<backend>``
-pins one backend.
+pins one backend. ``ipc-ceiling`` is a reference, not an engine: the
+uncompressed files' Arrow IPC twins read through ``dd.from_map``
+(:mod:`.ceiling`), on the uncompressed row only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..decompress import registry
 
-__all__ = ["Variant", "engine_variants", "BASELINE", "DEFAULT"]
+__all__ = ["Variant", "engine_variants", "ceiling_variant", "BASELINE", "DEFAULT", "CEILING", "CEILING_LABEL"]
 
 BASELINE = "pyarrow"
 DEFAULT = "hwdecomp-auto"
+CEILING = "ipc-ceiling"
+CEILING_LABEL = "Arrow IPC ceiling (uncompressed IPC files, memory-mapped, no decoding)"
 
 
 @dataclass
@@ -33,6 +38,13 @@ class Variant:
         The hwdecomp backend pinned, ``"auto"``, or None for pyarrow.
     unavailable : str or None
         Why it cannot run here.
+    reader : callable or None
+        ``reader(parquet_dir) -> dask DataFrame`` in place of
+        ``dd.read_parquet`` (the ceiling).
+    codecs : tuple of str or None
+        The only codec rows it is measured on (None: all).
+    reads_ipc : bool
+        It reads the dataset's Arrow IPC files (their bytes are its file bytes).
     """
 
     name: str
@@ -40,6 +52,12 @@ class Variant:
     kwargs: dict = field(default_factory=dict)
     backend: str | None = None
     unavailable: str | None = None
+    reader: Callable | None = None
+    codecs: tuple | None = None
+    reads_ipc: bool = False
+
+    def applies_to(self, codec: str) -> bool:
+        return self.codecs is None or codec in self.codecs
 
     @property
     def is_hwdecomp(self) -> bool:
@@ -86,3 +104,10 @@ def engine_variants(backends=("auto", "cpu", "nvcomp", "hardware"), options: dic
             unavailable=reason,
         )
     return out
+
+
+def ceiling_variant() -> Variant:
+    """The decode-free ceiling, measured on the uncompressed row only."""
+    from .ceiling import read_ipc_ceiling
+
+    return Variant(CEILING, reader=read_ipc_ceiling, codecs=("uncompressed",), reads_ipc=True)
