@@ -46,14 +46,19 @@ __all__ = ["GpuBackend", "pinned_cap"]
 
 
 def pinned_cap(options: Options) -> int:
-    """Pinned bytes a backend may hold: 4 batches' worth, at most a quarter of RAM."""
+    """Pinned (or shared) host bytes a backend keeps: at least 4 GiB or 4 budgets, at most a quarter of RAM.
+
+    The buffers of every task reading at once come from it: past the cap a
+    buffer is made and registered with the GPU for one batch and freed after,
+    which costs more than its copy. So it does not shrink with the budget.
+    """
     try:
         import os
 
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
         ram = 16 << 30
-    return max(256 << 20, min(4 * options.batch_bytes, ram // 4))
+    return max(256 << 20, min(max(4 << 30, 4 * options.batch_bytes), ram // 4))
 
 
 def _output_bytes(job: Job) -> int:
