@@ -7,7 +7,7 @@ import numpy as np
 from dask_hwdecomp.decompress import hardware, nvcomp
 from dask_hwdecomp.gpu.check import CudaError
 from dask_hwdecomp.gpu.device import Device
-from dask_hwdecomp.gpu.engine import EngineDriver, PARAMS_DTYPE, _v2_driver
+from dask_hwdecomp.gpu.hwengine import EngineDriver, PARAMS_DTYPE, _v2_driver
 from dask_hwdecomp.gpu.nvcomp_lib import FORMATS, NvcompLib, find_library
 
 import cuda.bindings

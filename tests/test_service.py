@@ -1,7 +1,7 @@
 """The GPU service machinery, without a GPU (CI).
 
 The service hosts the real CPU backend, or the real GPU backend code over the
-engine stand-in (``standin_engine.StandinEngine``) with the faults nvCOMP 6.0
+engine stand-in (``standin_hwengine.StandinHwEngine``) with the faults nvCOMP 6.0
 showed on corrupt pages on the H200: the process dies, the call hangs, an
 illegal address. Every test runs real service processes, sockets and shared
 memory, in a service directory of its own.
@@ -62,7 +62,7 @@ def test_service_cpu_backend_runs_in_another_process():
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
 
 
-def test_service_standin_engine_mirrors_capabilities_and_decodes(standin):
+def test_service_standin_hwengine_mirrors_capabilities_and_decodes(standin):
     assert standin.name == "hardware" and standin.overwrites_gaps
     assert standin.algorithms == frozenset(ENGINE_ALGOS) and standin.max_job_bytes > 0
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000, 100, 70_000] * 10, seed=2)

@@ -21,9 +21,9 @@ the slot (``gpu/slot.py``) keeps the result slots before the data and guard
 space of the maximum length after it, and runs a call with a failure again
 without the failed pages before any caller's output is trusted.
 
-The driver object (:class:`dask_hwdecomp.gpu.engine.EngineDriver`) is
+The driver object (:class:`dask_hwdecomp.gpu.hwengine.EngineDriver`) is
 injectable, so CI runs this module against a stand-in of the documented
-contract on host memory (``tests/standin_engine.py``).
+contract on host memory (``tests/standin_hwengine.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .engine import ALGO_BIT, EngineCallError
+from .hwengine import ALGO_BIT, EngineCallError
 from .slot import Prepared
 
 __all__ = ["HardwareLauncher", "usable_length"]
