@@ -257,8 +257,8 @@ def test_service_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
     import pyarrow.parquet as pq
 
     from dask_hwdecomp.decompress.cpu import CpuBackend
-    from dask_hwdecomp.io.batch import iter_batches
-    from dask_hwdecomp.io.plan import Piece, plan_piece
+    from dask_hwdecomp.readpath.batch import iter_batches
+    from dask_hwdecomp.readpath.plan import Piece, plan_piece
 
     from helpers import assert_tables_equal
 

@@ -30,10 +30,10 @@ from typing import NamedTuple
 from dask.dataframe.io.parquet.arrow import ArrowDatasetEngine
 
 from ..decompress.routing import pyarrow_reads
-from ..io.decode import decode_errors
-from ..io.passthrough import account_footer
-from ..io.reader import filter_columns
 from ..options import as_option_dict, current_options, graph_options
+from ..readpath.decode import decode_errors
+from ..readpath.passthrough import account_footer
+from ..readpath.reader import filter_columns
 from ..report import ReadReport, publish
 from . import metrics
 from .imagefs import ImageFileSystem
