@@ -6,8 +6,8 @@ import cuda.bindings
 import numpy as np
 
 from dask_hwdecomp.decompress import hardware, nvcomp
-from dask_hwdecomp.gpu.check import CudaError
 from dask_hwdecomp.gpu.device import Device
+from dask_hwdecomp.gpu.errors import CudaError
 from dask_hwdecomp.gpu.hwengine import PARAMS_DTYPE, EngineDriver, _v2_driver
 from dask_hwdecomp.gpu.nvcomp_lib import FORMATS, NvcompLib, find_library
 

@@ -13,7 +13,7 @@ import tempfile
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.gpu.check import CudaError
+from dask_hwdecomp.gpu.errors import CudaError
 
 from standin_hwengine import StandinHwEngine, hold_first_call
 

@@ -81,7 +81,7 @@ import zlib
 import cramjam
 import numpy as np
 
-from dask_hwdecomp.gpu.check import CudaError
+from dask_hwdecomp.gpu.errors import CudaError
 from dask_hwdecomp.gpu.hwengine import PARAMS_DTYPE, EngineCallError
 from dask_hwdecomp.gpu.ops import DeviceAllocation, HostAllocation
 

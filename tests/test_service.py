@@ -280,7 +280,7 @@ def test_service_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
 
 
 def test_service_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
-    from dask_hwdecomp.gpu.check import CudaError
+    from dask_hwdecomp.gpu.errors import CudaError
 
     with _open("standin_illegal_address_every_call") as b:
         pid = b.pid

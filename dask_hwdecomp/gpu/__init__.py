@@ -8,7 +8,7 @@ from here (``nvcomp_launcher``, ``hwengine_launcher``) into its slots.
 
 Modules
 -------
-check     one place turning CUresult / nvcompStatus_t into exceptions
+errors    one place turning CUresult / nvcompStatus_t into exceptions
 device    the device and its primary context
 stream    explicit non-blocking streams (never the default stream)
 memory    pinned host buffers and their capped pool; device arenas

@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import BackendUnavailableError
 from ..jobs import Algo
-from .check import CudaError, check
 from .device import Device, device_properties
+from .errors import CudaError, check
 from .ops import CudaOps, DeviceAllocation
 
 __all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BIT", "engine_capabilities",

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..jobs import Algo
 from ..rounding import round_up
-from .check import nvcomp_status_text
+from .errors import nvcomp_status_text
 from .slot import Prepared
 from .staging import DEVICE_ALIGN
 

@@ -17,8 +17,8 @@ Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 
 from __future__ import annotations
 
-from .check import check
 from .device import Device
+from .errors import check
 from .stream import Stream
 
 __all__ = ["CudaOps", "DeviceAllocation", "HostAllocation"]

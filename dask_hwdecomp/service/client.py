@@ -68,7 +68,7 @@ from ..errors import (
     HwdecompError,
     PageLocation,
 )
-from ..gpu.check import CudaError, NvcompError
+from ..gpu.errors import CudaError, NvcompError
 from ..jobs import Algo, Job
 from ..options import Options
 from . import wire
