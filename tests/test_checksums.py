@@ -20,7 +20,7 @@ from service_backends import open_backend
 
 import dask_hwdecomp
 from dask_hwdecomp.decompress.cpu import CpuBackend
-from dask_hwdecomp.decompress.gpubase import _check_zstd_content
+from dask_hwdecomp.decompress.gpu_backend import _check_zstd_content
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.decompress.validate import zstd_frames

@@ -65,7 +65,7 @@ def create_with(driver, options: Options, owned: Sequence = ()):
     CudaError
     """
     from ..gpu.hwengine_launcher import HardwareLauncher
-    from .gpubase import GpuBackend
+    from .gpu_backend import GpuBackend
 
     return GpuBackend("hardware", driver, HardwareLauncher(driver), options, owned=owned, redo_on_cpu=True)
 
@@ -80,7 +80,7 @@ def create(options: Options):
     """
     from ..gpu.device import Device
     from ..gpu.hwengine import EngineDriver
-    from .gpubase import pinned_cap
+    from .gpu_backend import pinned_cap
 
     device = Device(0)
     driver = None
