@@ -24,8 +24,8 @@ from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
 from dask_hwdecomp.gpu.hwengine import ALGO_BIT, PARAMS_DTYPE, EngineCallError, check_params_dtype
 from dask_hwdecomp.gpu.hwengine_launcher import usable_length
-from dask_hwdecomp.gpu.slot import Slot
 from dask_hwdecomp.gpu.staging import Part
+from dask_hwdecomp.gpu.stream_runner import StreamRunner
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
@@ -282,12 +282,12 @@ def _understated(seed: int):
     return jobs, src, 1000 + 64, expected
 
 
-def test_standin_hwengine_slot_failed_page_does_not_damage_another_callers_outputs():
+def test_standin_hwengine_runner_failed_page_does_not_damage_another_callers_outputs():
     # Two callers' parts in one batch; the first one's bad page writes
     # 300 000 bytes from its output, over the second caller's data.
     engine = StandinHwEngine()
     b = create_with(engine, OPTS)
-    slot = Slot(engine, b._launcher)
+    runner = StreamRunner(engine, b._launcher)
     try:
         bad_jobs, bad_src, bad_len, _ = _understated(26)
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [2000, 4000, 8000, 16_000], seed=27)
@@ -296,7 +296,7 @@ def test_standin_hwengine_slot_failed_page_does_not_damage_another_callers_outpu
         bufs[0][0].view[:] = bad_src
         bufs[1][0].view[:] = src
         parts = [Part(bad_jobs, bufs[0][0].view, bufs[0][1].view), Part(jobs, bufs[1][0].view, bufs[1][1].view)]
-        failures = slot.run(parts)
+        failures = runner.run(parts)
         assert [f.job for f in failures[0]] == bad_jobs
         assert failures[1] == []
         assert_outputs(bytes(bufs[1][1].view), jobs, expected)
@@ -305,7 +305,7 @@ def test_standin_hwengine_slot_failed_page_does_not_damage_another_callers_outpu
             for buf in pair:
                 buf.close()
     finally:
-        slot.close()
+        runner.close()
         b.close()
 
 
