@@ -101,7 +101,8 @@ def test_decompress_leaves_device_pointers_and_cuda_bindings_to_gpu():
             for module, name in _imports(path):
                 if module == "cuda" or module.startswith("cuda.") or module == "ctypes":
                     wrong.append(f"{rel}: {module}")
-                if (module, name) in {("dask_hwdecomp.gpu.stream_runner", "Prepared"), ("dask_hwdecomp.gpu.stream_runner", "Launcher"),
+                if (module, name) in {("dask_hwdecomp.gpu.stream_runner", "Prepared"),
+                                      ("dask_hwdecomp.gpu.stream_runner", "Launcher"),
                                       ("dask_hwdecomp.gpu.staging", "DEVICE_ALIGN")}:
                     wrong.append(f"{rel}: {module}.{name}")
     assert wrong == []

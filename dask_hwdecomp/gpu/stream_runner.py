@@ -1,9 +1,10 @@
 """One stream with its own arena and scratch: runs one GPU call at a time.
 
-A :class:`StreamRunner` executes a call (the parts the batcher merged) in stream order: inputs in, the backend's
-launch (its metadata copy and its batched call or calls), the CRC-32s of its
-outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
-one synchronisation, then the per-job results are read on the host. With
+A :class:`StreamRunner` executes a call (the parts the batcher merged) in
+stream order: inputs in, the backend's launch (its metadata copy and its
+batched call or calls), the CRC-32s of its outputs (gzip trailers,
+:mod:`dask_hwdecomp.gpu.checksums`), outputs out, one synchronisation,
+then the per-job results are read on the host. With
 page CRC-32s (``verify_checksums``) those run first, with a synchronisation
 of their own, and a page whose stored bytes fail never reaches the decoder.
 Everything of a call is on the runner's one stream: a host-to-device copy on
