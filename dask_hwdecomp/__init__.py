@@ -7,8 +7,8 @@
 
 from . import errors
 from .errors import *  # noqa: F403 - the exceptions and PageLocation, listed in errors.__all__
-from .io.reader import HwdecompFallbackWarning, read_table
 from .options import Options, UnknownOptionWarning, current_options, options
+from .readpath.reader import HwdecompFallbackWarning, read_table
 from .report import ReadReport, collect_reports
 
 __version__ = "0.1.0"

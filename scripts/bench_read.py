@@ -18,7 +18,7 @@ import dask
 import dask.dataframe as dd
 
 from dask_hwdecomp import collect_reports, hwdecomp
-from dask_hwdecomp.io import batch
+from dask_hwdecomp.readpath import batch
 
 VARIANTS = ("pyarrow", "hwdecomp", "hwdecomp-reference-scan")
 

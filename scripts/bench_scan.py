@@ -18,7 +18,7 @@ import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from dask_hwdecomp.format.fastlayout import ChunkSpec, FileSpec, lay_out_batch, reference_layout
-from dask_hwdecomp.io.plan import Piece, plan_piece
+from dask_hwdecomp.readpath.plan import Piece, plan_piece
 
 
 def batch(paths):

@@ -35,7 +35,7 @@ timeout ${SUITE_S:-120} $PYTEST --timeout 90 tests/gpu -k "not corrupt" > "$OUT/
 rc=$?; [ $rc -eq 0 ] || status=1
 echo "gpu suite: rc=$rc"; counts "gpu suite" "$OUT/gpu.log"; grep -E " FAILED| ERROR|^(FAILED|ERROR) |[0-9] passed" "$OUT/gpu.log" | cut -c1-220 | tail -25
 if [ -z "$QUICK" ]; then
-  timeout 300 $PYTEST tests/test_standin_engine.py tests/test_selfcheck_engine.py tests/test_service.py tests/test_service_node.py tests/test_matrix.py > "$OUT/cpu-suite.log" 2>&1
+  timeout 300 $PYTEST tests/test_standin_hwengine.py tests/test_selfcheck_hwengine.py tests/test_service.py tests/test_service_node.py tests/test_matrix.py > "$OUT/cpu-suite.log" 2>&1
   [ $? -eq 0 ] || status=1
   tail -3 "$OUT/cpu-suite.log"
   timeout 300 python3 -m dask_hwdecomp selfcheck > "$OUT/selfcheck.log" 2>&1

@@ -37,8 +37,9 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-import checksum_cases as cc  # noqa: E402
 from dask_hwdecomp.format.structs import Codec  # noqa: E402
+
+import checksum_cases as cc  # noqa: E402
 from fuzzing import MUTATORS, Harness, file_map  # noqa: E402
 from rewrite import compress_values, gzip_members  # noqa: E402
 

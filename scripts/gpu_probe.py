@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import cuda.bindings
 import numpy as np
 
 from dask_hwdecomp.decompress import hardware, nvcomp
-from dask_hwdecomp.gpu.check import CudaError
 from dask_hwdecomp.gpu.device import Device
-from dask_hwdecomp.gpu.engine import EngineDriver, PARAMS_DTYPE, _v2_driver
+from dask_hwdecomp.gpu.errors import CudaError
+from dask_hwdecomp.gpu.hwengine import PARAMS_DTYPE, EngineDriver, _v2_driver
 from dask_hwdecomp.gpu.nvcomp_lib import FORMATS, NvcompLib, find_library
-
-import cuda.bindings
 
 print("cuda-bindings", cuda.bindings.__version__, "_v2:", _v2_driver() is not None)
 print("probe nvcomp:", nvcomp.probe())

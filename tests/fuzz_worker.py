@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 import dask_hwdecomp
 from dask_hwdecomp import CorruptFileError, HwdecompError, HwdecompFallbackWarning
-from dask_hwdecomp.io import batch
+from dask_hwdecomp.readpath import batch
 
 from helpers import tables_equal
 

@@ -2,7 +2,7 @@
 
 Each is a ``function(options)`` the service process imports by name
 (``service_backends:standin``): the real CPU backend, or the real GPU
-backend code over the engine stand-in (``standin_engine.StandinEngine``),
+backend code over the engine stand-in (``standin_hwengine.StandinHwEngine``),
 with the faults nvCOMP was seen to have on corrupt pages.
 :func:`open_backend` attaches to a service hosting one of them.
 """
@@ -13,9 +13,9 @@ import tempfile
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.gpu.check import CudaError
+from dask_hwdecomp.gpu.errors import CudaError
 
-from standin_engine import StandinEngine, hold_first_call
+from standin_hwengine import StandinHwEngine, hold_first_call
 
 
 def open_backend(factory: str, options, service_dir: str | None = None, **kw):
@@ -37,32 +37,32 @@ def cpu(options):
 
 
 def standin(options):
-    return create_with(StandinEngine(), options)
+    return create_with(StandinHwEngine(), options)
 
 
 def standin_merging_8x30(options):
     # The first engine call waits until 8 callers' parts of 30 pages are in it
-    # or queued behind it (standin_engine.hold_first_call).
-    engine = StandinEngine()
+    # or queued behind it (standin_hwengine.hold_first_call).
+    engine = StandinHwEngine()
     backend = create_with(engine, options)
     hold_first_call(engine, backend, callers=8, pages_per_caller=30)
     return backend
 
 
 def standin_dies(options):
-    return create_with(StandinEngine(fault="die"), options)
+    return create_with(StandinHwEngine(fault="die"), options)
 
 
 def standin_hangs(options):
-    return create_with(StandinEngine(fault="hang"), options)
+    return create_with(StandinHwEngine(fault="hang"), options)
 
 
 def standin_illegal_address(options):
-    return create_with(StandinEngine(fault="illegal_address"), options)
+    return create_with(StandinHwEngine(fault="illegal_address"), options)
 
 
 def standin_broken_device(options):
-    return create_with(StandinEngine(fault="die", fault_on="every call"), options)
+    return create_with(StandinHwEngine(fault="die", fault_on="every call"), options)
 
 
 def no_device(options):
@@ -71,9 +71,9 @@ def no_device(options):
 
 
 def standin_illegal_address_every_call(options):
-    return create_with(StandinEngine(fault="illegal_address", fault_on="every call"), options)
+    return create_with(StandinHwEngine(fault="illegal_address", fault_on="every call"), options)
 
 
 def standin_fails_7777(options):
     # The engine fails every operation of 7777 output bytes (the CPU decodes them).
-    return create_with(StandinEngine(fail_if=lambda rec: rec["dst_num_bytes"] == 7777), options)
+    return create_with(StandinHwEngine(fail_if=lambda rec: rec["dst_num_bytes"] == 7777), options)

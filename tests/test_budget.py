@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 from dask_hwdecomp.budget import split_by_budget, take_within_budget
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.decompress.routing import Router
-from dask_hwdecomp.io.batch import iter_batches
-from dask_hwdecomp.io.plan import Piece, plan_piece
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
+from dask_hwdecomp.readpath.batch import iter_batches
+from dask_hwdecomp.readpath.plan import Piece, plan_piece
 from dask_hwdecomp.report import ReadReport
 
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
-from standin_engine import StandinEngine, hold_first_call
+from standin_hwengine import StandinHwEngine, hold_first_call
 
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 
@@ -71,7 +71,7 @@ def test_pieces_go_in_batches_within_batch_bytes(tmp_path):
 def test_gpu_parts_and_calls_stay_within_batch_bytes():
     # One caller's 12 pages of 3000 bytes, a 10000-byte budget: parts of 3
     # pages, and no two parts fit in one call.
-    engine = StandinEngine(mask=7, max_length=4 << 20)
+    engine = StandinHwEngine(mask=7, max_length=4 << 20)
     backend = create_with(engine, Options(streams=1, batch_latency_ms=1.0, batch_bytes=10_000))
     try:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000] * 12, seed=3)
@@ -87,7 +87,7 @@ def test_batcher_merges_waiting_parts_up_to_batch_bytes():
     # 8 callers, one part of 30 pages of 3000 bytes each; a budget of 3
     # parts. The first call takes what is queued when it starts (held until
     # every other part is queued); the rest go 3 parts a call.
-    engine = StandinEngine(mask=7, max_length=4 << 20)
+    engine = StandinHwEngine(mask=7, max_length=4 << 20)
     backend = create_with(engine, Options(streams=1, batch_latency_ms=1.0, batch_bytes=3 * 30 * 3000))
     try:
         hold_first_call(engine, backend, callers=8, pages_per_caller=30)

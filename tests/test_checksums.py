@@ -20,7 +20,7 @@ from service_backends import open_backend
 
 import dask_hwdecomp
 from dask_hwdecomp.decompress.cpu import CpuBackend
-from dask_hwdecomp.decompress.gpubase import _check_zstd_content
+from dask_hwdecomp.decompress.gpu_backend import _check_zstd_content
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.decompress.validate import zstd_frames
@@ -36,7 +36,7 @@ from dask_hwdecomp.service.wire import Run, pack_jobs, unpack_jobs
 import checksum_cases as cc
 from helpers import PYARROW_ERRORS
 from pagegen import make_batch, run_batch
-from standin_engine import StandinEngine
+from standin_hwengine import StandinHwEngine
 
 OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
@@ -62,7 +62,7 @@ def _checked_batch(seed=1, n=24):
 
 @pytest.fixture
 def engine():
-    return StandinEngine(mask=7, max_length=4 << 20)
+    return StandinHwEngine(mask=7, max_length=4 << 20)
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ def test_a_page_whose_crc_fails_never_reaches_the_decoder(only_bad):
     # Corrupt content can hang or poison a GPU decoder; with verify_checksums
     # the page CRC-32s run first and such a page is not submitted. The
     # stand-in raises an illegal address if the corrupt page reaches it.
-    engine = StandinEngine(mask=7, max_length=4 << 20, fault="illegal_address")
+    engine = StandinHwEngine(mask=7, max_length=4 << 20, fault="illegal_address")
     jobs, src, dst_len, expected = _checked_batch()
     # LZ4 and deflate have no framing the host checks: only the decoder would see it.
     bad = [j for j in jobs if j.page_crc is not None and j.algo is Algo.LZ4][0]
@@ -296,7 +296,7 @@ def engine_route(monkeypatch):
     """``backend="hardware"`` served in process by the real backend over the engine stand-in."""
     from dask_hwdecomp.decompress import registry, routing
 
-    engine = StandinEngine(mask=7, max_length=4 << 20)
+    engine = StandinHwEngine(mask=7, max_length=4 << 20)
     hw = create_with(engine, OPTS)
     # No nvCOMP in CI: what the engine does not decode goes to the CPU.
     monkeypatch.setitem(routing.ROUTES, "hardware", {a: ("hardware", "cpu") if a in ENGINE_ALGOS else ("cpu",)

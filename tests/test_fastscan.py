@@ -32,7 +32,7 @@ from dask_hwdecomp.format.layout import page_header
 from dask_hwdecomp.format.pages import DECODED_PAGE_TYPES, ChunkRange, chunk_range, scan_chunk
 from dask_hwdecomp.format.structs import Codec, PageHeader
 from dask_hwdecomp.format.thrift import Limits, RawStruct, Struct, T, encode_struct
-from dask_hwdecomp.io.fetch import Range, fetch_into
+from dask_hwdecomp.readpath.fetch import Range, fetch_into
 
 from helpers import assert_tables_equal
 from rewrite import rewrite_pages
@@ -143,7 +143,7 @@ def test_corpus_kernel_equals_reference(corpus):
 
 def _batch(paths, columns=None):
     """Source buffer and FileSpecs of whole files (every chunk fetched)."""
-    from dask_hwdecomp.io.plan import Piece, plan_piece
+    from dask_hwdecomp.readpath.plan import Piece, plan_piece
 
     fs = LocalFileSystem()
     parts, files, pos = [], [], 0
@@ -270,7 +270,7 @@ def test_reads_with_checksums_take_the_compiled_path(tmp_path, matrix_source, mo
 def test_a_damaged_page_under_its_crc_is_the_reference_error(tmp_path, matrix_source, monkeypatch, codec):
     """Uncompressed pages are checked at layout, compressed ones where they are decoded: the same error."""
     from dask_hwdecomp.errors import ChecksumError
-    from dask_hwdecomp.io import batch
+    from dask_hwdecomp.readpath import batch
 
     path = _crc_file(tmp_path, matrix_source, codec, "1.0")
     data = bytearray(path.read_bytes())
@@ -630,7 +630,7 @@ def test_errors_are_the_reference_errors(tmp_path, monkeypatch, edit):
     chunk. A crc of another Thrift type is skipped; a size of another type
     is refused.
     """
-    from dask_hwdecomp.io import batch
+    from dask_hwdecomp.readpath import batch
 
     src_path = _plain_file(tmp_path)
     dst = tmp_path / "bad.parquet"

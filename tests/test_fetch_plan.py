@@ -6,8 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from dask_hwdecomp.io.fetch import fetch_into, plan_fetch
-from dask_hwdecomp.io.plan import Piece, plan_piece
+from dask_hwdecomp.readpath.fetch import fetch_into, plan_fetch
+from dask_hwdecomp.readpath.plan import Piece, plan_piece
 
 
 def test_every_chunk_lands_at_its_src_base(tmp_path):

@@ -59,7 +59,7 @@ def _modules(layer: str) -> list[tuple[str, pathlib.Path]]:
 
 
 def _launchers(path: pathlib.Path) -> list[str]:
-    """Classes in ``path`` that implement the slot's Launcher protocol (they define ``launch``)."""
+    """Classes in ``path`` that implement the stream runner's Launcher protocol (they define ``launch``)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ClassDef):
@@ -71,8 +71,8 @@ def _launchers(path: pathlib.Path) -> list[str]:
 
 def test_launchers_live_in_the_gpu_layer():
     # The batched GPU call (device pointers, nvCOMP metadata, engine params)
-    # belongs beside the slot it plugs into, not beside a backend's factory.
-    elsewhere = [f"{rel}: {name}" for layer in ("decompress", "service", "io", "engine")
+    # belongs beside the stream runner it plugs into, not beside a backend's factory.
+    elsewhere = [f"{rel}: {name}" for layer in ("decompress", "service", "readpath", "engine")
                  for rel, path in _modules(layer) for name in _launchers(path)]
     assert elsewhere == []
     in_gpu = {name for _, path in _modules("gpu") for name in _launchers(path)}
@@ -95,20 +95,21 @@ def test_decompress_leaves_device_pointers_and_cuda_bindings_to_gpu():
     # whether the bindings are installed), and the engine selfcheck's call is
     # laid out there too: only gpu/ does pointer work.
     wrong = []
-    for layer in ("decompress", "service", "io", "engine"):
+    for layer in ("decompress", "service", "readpath", "engine"):
         for rel, path in _modules(layer):
             wrong += [f"{rel}: calls {op}" for op in _device_calls(path)]
             for module, name in _imports(path):
                 if module == "cuda" or module.startswith("cuda.") or module == "ctypes":
                     wrong.append(f"{rel}: {module}")
-                if (module, name) in {("dask_hwdecomp.gpu.slot", "Prepared"), ("dask_hwdecomp.gpu.slot", "Launcher"),
+                if (module, name) in {("dask_hwdecomp.gpu.stream_runner", "Prepared"),
+                                      ("dask_hwdecomp.gpu.stream_runner", "Launcher"),
                                       ("dask_hwdecomp.gpu.staging", "DEVICE_ALIGN")}:
                     wrong.append(f"{rel}: {module}.{name}")
     assert wrong == []
 
 
 def test_gpu_imports_no_layer_above_it():
-    above = ("decompress", "service", "io", "engine", "cli", "bench", "format")
+    above = ("decompress", "service", "readpath", "engine", "cli", "bench", "format")
     wrong = []
     for rel, path in _modules("gpu"):
         for module, _ in _imports(path):

@@ -1,7 +1,7 @@
 """The GPU service machinery, without a GPU (CI).
 
 The service hosts the real CPU backend, or the real GPU backend code over the
-engine stand-in (``standin_engine.StandinEngine``) with the faults nvCOMP 6.0
+engine stand-in (``standin_hwengine.StandinHwEngine``) with the faults nvCOMP 6.0
 showed on corrupt pages on the H200: the process dies, the call hangs, an
 illegal address. Every test runs real service processes, sockets and shared
 memory, in a service directory of its own.
@@ -62,7 +62,7 @@ def test_service_cpu_backend_runs_in_another_process():
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
 
 
-def test_service_standin_engine_mirrors_capabilities_and_decodes(standin):
+def test_service_standin_hwengine_mirrors_capabilities_and_decodes(standin):
     assert standin.name == "hardware" and standin.overwrites_gaps
     assert standin.algorithms == frozenset(ENGINE_ALGOS) and standin.max_job_bytes > 0
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000, 100, 70_000] * 10, seed=2)
@@ -257,8 +257,8 @@ def test_service_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
     import pyarrow.parquet as pq
 
     from dask_hwdecomp.decompress.cpu import CpuBackend
-    from dask_hwdecomp.io.batch import iter_batches
-    from dask_hwdecomp.io.plan import Piece, plan_piece
+    from dask_hwdecomp.readpath.batch import iter_batches
+    from dask_hwdecomp.readpath.plan import Piece, plan_piece
 
     from helpers import assert_tables_equal
 
@@ -280,7 +280,7 @@ def test_service_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
 
 
 def test_service_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
-    from dask_hwdecomp.gpu.check import CudaError
+    from dask_hwdecomp.gpu.errors import CudaError
 
     with _open("standin_illegal_address_every_call") as b:
         pid = b.pid

@@ -11,7 +11,7 @@ bandwidth, and a batch-size sweep; it checks the targets and writes
 Modules: :mod:`.system` (machine and versions), :mod:`.data` (datasets),
 :mod:`.ceiling` (the IPC ceiling), :mod:`.variants` (the engines compared),
 :mod:`.endtoend`, :mod:`.pages`, :mod:`.decompression`, :mod:`.copybw`,
-:mod:`.targets`, :mod:`.plots`, :mod:`.report`, :mod:`.runner`.
+:mod:`.targets`, :mod:`.plots`, :mod:`.markdown` (report.md), :mod:`.runner`.
 """
 
 __all__ = ["BenchConfig", "run_bench"]

@@ -132,8 +132,8 @@ def _bar(cfg: BenchConfig, total: int, desc: str):
 
 
 def _save(cfg: BenchConfig, results: dict) -> dict:
+    from .markdown import render_report
     from .plots import plot_all
-    from .report import render_report
     from .targets import check_targets
 
     checks = check_targets(results)

@@ -8,7 +8,7 @@ and pyarrow. It prints a pass/fail table and exits non-zero on any failure.
 Where the engine is absent (mask 0) it says so and what it checked instead.
 
 On the engine it also checks what the CPU comparison cannot see
-(``decompress/engine_check.py``, in a child process): canary bytes around
+(``decompress/hwengine_check.py``, in a child process): canary bytes around
 every output (writes past a page's output) and size slots filled with the
 right sizes then zeroed before the call (a slot the engine does not write
 must not pass for a good page). For each GPU backend, a page that fails in a
@@ -111,8 +111,8 @@ def _check_pages(backend, algo, sizes, seed) -> tuple[bool, str]:
 
 
 def _check_engine_contract() -> list[tuple[str, str, bool, str]]:
-    """The engine checks of ``engine_check`` in a child process (a fault costs only the child)."""
-    cmd = [sys.executable, "-m", "dask_hwdecomp.decompress.engine_check"]
+    """The engine checks of ``hwengine_check`` in a child process (a fault costs only the child)."""
+    cmd = [sys.executable, "-m", "dask_hwdecomp.decompress.hwengine_check"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:

@@ -4,7 +4,7 @@ This module says whether the engine can run here (:func:`probe`,
 :func:`describe`) and opens the backend (:func:`create`, or
 :func:`create_with` over a given driver); the engine call itself, with its
 params records and device pointers, is
-:class:`~dask_hwdecomp.gpu.engine_launcher.HardwareLauncher`.
+:class:`~dask_hwdecomp.gpu.hwengine_launcher.HardwareLauncher`.
 
 The engine has no per-page status, so inputs are checked on the host first
 (corrupt input is undefined behaviour on the engine) and failed operations
@@ -19,16 +19,16 @@ engine, e.g. the H200) :func:`probe` says so, ``backend="auto"`` uses nvCOMP
 and ``backend="hardware"`` raises
 :class:`~dask_hwdecomp.errors.BackendUnavailableError`.
 
-The driver object (:class:`dask_hwdecomp.gpu.engine.EngineDriver`) is
+The driver object (:class:`dask_hwdecomp.gpu.hwengine.EngineDriver`) is
 injectable, so CI runs this backend against a stand-in of the documented
-contract on host memory (``tests/standin_engine.py``).
+contract on host memory (``tests/standin_hwengine.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..gpu.engine import ALGO_BIT
+from ..gpu.hwengine import ALGO_BIT
 from ..options import Options
 
 __all__ = ["probe", "create", "create_with", "describe"]
@@ -42,7 +42,7 @@ def probe() -> str | None:
         return "cuda-bindings is not installed (pip install dask-hwdecomp[gpu])"
     try:
         from ..gpu.device import device_count
-        from ..gpu.engine import engine_properties
+        from ..gpu.hwengine import engine_properties
 
         if device_count() < 1:
             return "no CUDA device"
@@ -64,8 +64,8 @@ def create_with(driver, options: Options, owned: Sequence = ()):
     ------
     CudaError
     """
-    from ..gpu.engine_launcher import HardwareLauncher
-    from .gpubase import GpuBackend
+    from ..gpu.hwengine_launcher import HardwareLauncher
+    from .gpu_backend import GpuBackend
 
     return GpuBackend("hardware", driver, HardwareLauncher(driver), options, owned=owned, redo_on_cpu=True)
 
@@ -79,8 +79,8 @@ def create(options: Options):
         Setup failed; everything created so far is freed.
     """
     from ..gpu.device import Device
-    from ..gpu.engine import EngineDriver
-    from .gpubase import pinned_cap
+    from ..gpu.hwengine import EngineDriver
+    from .gpu_backend import pinned_cap
 
     device = Device(0)
     driver = None
@@ -103,7 +103,7 @@ def describe() -> list[dict] | str:
     """
     try:
         from ..gpu.device import device_count
-        from ..gpu.engine import engine_properties
+        from ..gpu.hwengine import engine_properties
 
         out = []
         for ordinal in range(device_count()):

@@ -46,7 +46,7 @@ def create(options: Options):
     from ..gpu.nvcomp_launcher import NvcompLauncher
     from ..gpu.nvcomp_lib import NvcompLib, find_library
     from ..gpu.ops import CudaOps
-    from .gpubase import GpuBackend
+    from .gpu_backend import GpuBackend
 
     device = Device(0)
     try:

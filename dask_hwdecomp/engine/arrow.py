@@ -30,10 +30,10 @@ from typing import NamedTuple
 from dask.dataframe.io.parquet.arrow import ArrowDatasetEngine
 
 from ..decompress.routing import pyarrow_reads
-from ..io.decode import decode_errors
-from ..io.passthrough import account_footer
-from ..io.reader import filter_columns
 from ..options import as_option_dict, current_options, graph_options
+from ..readpath.decode_errors import locate_decode_errors
+from ..readpath.passthrough import account_footer
+from ..readpath.reader import filter_columns
 from ..report import ReadReport, publish
 from . import metrics
 from .imagefs import ImageFileSystem
@@ -219,7 +219,8 @@ class HwdecompEngine(ArrowDatasetEngine):
         # Precaching fetches byte ranges of a remote file; the image is in memory.
         read.pop("open_file_options", None)
         report = _report.get(None) or ReadReport()
-        with report.stage("decode"), decode_errors(image.plan.piece.path, image.row_groups, image.buffer):
+        located = locate_decode_errors(image.plan.piece.path, image.row_groups, image.buffer)
+        with report.stage("decode"), located:
             return super()._read_table(
                 path_or_frag,
                 ImageFileSystem(fs, path_or_frag, image.buffer),

@@ -7,10 +7,10 @@ import contextvars
 from collections.abc import Iterator
 
 from ..decompress.routing import Router
-from ..io.batch import iter_batches
-from ..io.plan import Piece, plan_piece
-from ..io.reader import fallback, filter_columns
 from ..options import Options
+from ..readpath.batch import iter_batches
+from ..readpath.plan import Piece, plan_piece
+from ..readpath.reader import fallback, filter_columns
 from ..report import ReadReport
 
 __all__ = ["piece_key", "prepared_images", "current_images", "needed_columns"]
@@ -64,7 +64,7 @@ def prepared_images(fs, pieces: list, columns, options: Options, report: ReadRep
     """Decompress every piece; yield ``{piece_key: Image or None}``.
 
     ``None`` marks a piece pyarrow must read itself (reported and warned
-    about by :func:`dask_hwdecomp.io.reader.fallback`). The images are valid
+    about by :func:`dask_hwdecomp.readpath.reader.fallback`). The images are valid
     inside the ``with`` block only, and are visible to
     :func:`current_images` in this context.
     """

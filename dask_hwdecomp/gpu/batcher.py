@@ -8,7 +8,7 @@ thread that takes the oldest waiting part, waits up to ``latency_s`` for
 others to join (not at all when every thread that recently used the
 batcher is already waiting), takes parts in arrival order up to
 ``budget_bytes`` of output (:func:`~dask_hwdecomp.budget.take_within_budget`),
-and runs them as one *call* on its slot. While one stream's call runs, the
+and runs them as one *call* on its stream runner. While one stream's call runs, the
 next dispatcher gathers the next call, so copies, decompression and the
 callers' decoding overlap.
 """
@@ -39,11 +39,11 @@ class _Waiter(NamedTuple):
 
 
 class Batcher:
-    """Dispatcher threads, one per slot, over one queue of parts.
+    """Dispatcher threads, one per stream runner, over one queue of parts.
 
     Parameters
     ----------
-    slots : list of Slot
+    runners : list of StreamRunner
         Owned: closed by :meth:`close`.
     ops : CudaOps or stand-in
         To make the context current in the dispatcher threads.
@@ -53,8 +53,8 @@ class Batcher:
         Longest wait for more parts once one is queued.
     """
 
-    def __init__(self, slots, ops, budget_bytes: int, latency_s: float):
-        self._slots = list(slots)
+    def __init__(self, runners, ops, budget_bytes: int, latency_s: float):
+        self._runners = list(runners)
         self._ops = ops
         self.budget_bytes = budget_bytes
         self.latency_s = latency_s
@@ -66,8 +66,8 @@ class Batcher:
         self.parts = 0
         self.pages = 0
         self._threads = [
-            threading.Thread(target=self._serve, args=(slot,), name=f"hwdecomp-stream-{i}", daemon=True)
-            for i, slot in enumerate(self._slots)
+            threading.Thread(target=self._serve, args=(runner,), name=f"hwdecomp-stream-{i}", daemon=True)
+            for i, runner in enumerate(self._runners)
         ]
         for t in self._threads:
             t.start()
@@ -112,7 +112,7 @@ class Batcher:
         count = take_within_budget((p.out_bytes for p in self._queue), self.budget_bytes)
         return [self._queue.popleft() for _ in range(count)]
 
-    def _serve(self, slot) -> None:
+    def _serve(self, runner) -> None:
         try:
             self._ops.activate()
         except BaseException as exc:  # no context: fail whatever comes
@@ -136,7 +136,7 @@ class Batcher:
             try:
                 if activation_error is not None:
                     raise activation_error
-                results = slot.run(call)
+                results = runner.run(call)
             except BaseException as exc:
                 for part in call:
                     part.owner.future.set_exception(exc)
@@ -150,22 +150,22 @@ class Batcher:
 
     def stats(self) -> dict:
         out = {"calls": self.calls, "parts": self.parts, "pages": self.pages}
-        for i, slot in enumerate(self._slots):
-            for k, v in slot.stats().items():
+        for i, runner in enumerate(self._runners):
+            for k, v in runner.stats().items():
                 out[f"stream{i}_{k}"] = v
         return out
 
     def close(self) -> None:
-        """Finish queued parts, stop the dispatchers, close the slots."""
+        """Finish queued parts, stop the dispatchers, close the stream runners."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
         for t in self._threads:
             t.join()
         errors = []
-        for slot in self._slots:
+        for runner in self._runners:
             try:
-                slot.close()
+                runner.close()
             except BaseException as exc:  # close the others, then report
                 errors.append(exc)
         if errors:

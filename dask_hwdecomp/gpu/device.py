@@ -9,7 +9,7 @@ Every thread that issues driver calls makes it current first
 
 from __future__ import annotations
 
-from .check import check
+from .errors import check
 
 __all__ = ["Device", "bindings_installed", "device_count", "device_properties", "device_uuid"]
 

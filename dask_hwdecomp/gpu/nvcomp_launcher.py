@@ -1,6 +1,6 @@
 """nvCOMP's batched C API as a launcher: one GPU call, fully asynchronous.
 
-:class:`NvcompLauncher` plugs into a :class:`~dask_hwdecomp.gpu.slot.Slot`.
+:class:`NvcompLauncher` plugs into a :class:`~dask_hwdecomp.gpu.stream_runner.StreamRunner`.
 Per GPU call (one stream): the inputs go to the device in a few copies
 (:mod:`dask_hwdecomp.gpu.staging`), one pinned metadata block goes in
 (input pointers and sizes, output pointers and capacities), then one
@@ -23,9 +23,9 @@ import numpy as np
 
 from ..jobs import Algo
 from ..rounding import round_up
-from .check import nvcomp_status_text
-from .slot import Prepared
+from .errors import nvcomp_status_text
 from .staging import DEVICE_ALIGN
+from .stream_runner import Prepared
 
 __all__ = ["NvcompLauncher"]
 
@@ -54,7 +54,7 @@ class _State(NamedTuple):
 
 
 class NvcompLauncher:
-    """Plugs nvCOMP's batched calls into a :class:`~dask_hwdecomp.gpu.slot.Slot`.
+    """Plugs nvCOMP's batched calls into a :class:`~dask_hwdecomp.gpu.stream_runner.StreamRunner`.
 
     Parameters
     ----------

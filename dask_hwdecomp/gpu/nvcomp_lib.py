@@ -6,7 +6,7 @@ bound: per format ``nvcompBatched<Fmt>DecompressGetTempSize``,
 ``...DecompressGetRequiredAlignments`` and ``...DecompressAsync``; and
 ``nvcompBatchedCRC32GetHeuristicConf`` with ``nvcompBatchedCRC32Async``
 (``nvcomp/crc32.h``; no temp memory) for the checksums of a batch. Every
-call's status goes through :func:`~dask_hwdecomp.gpu.check.check_nvcomp`.
+call's status goes through :func:`~dask_hwdecomp.gpu.errors.check_nvcomp`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from .check import check_nvcomp
+from .errors import check_nvcomp
 
 __all__ = ["NvcompLib", "Alignments", "find_library", "FORMATS"]
 

@@ -2,7 +2,7 @@
 
 The staging and batching code issues every memory operation through an
 "ops" object, so that the hardware-engine backend can run in CI against a
-stand-in that keeps "device" memory on the host (``tests/standin_engine.py``).
+stand-in that keeps "device" memory on the host (``tests/standin_hwengine.py``).
 :class:`CudaOps` is the real one. An ops object provides:
 
 ``activate()``, ``new_stream()``, ``alloc_device(nbytes, stream)``,
@@ -17,15 +17,15 @@ Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 
 from __future__ import annotations
 
-from .check import check
 from .device import Device
+from .errors import check
 from .stream import Stream
 
 __all__ = ["CudaOps", "DeviceAllocation", "HostAllocation"]
 
 
 class DeviceAllocation:
-    """Device memory from ``cuMemAlloc`` (or a pool, see ``gpu/engine.py``), owned."""
+    """Device memory from ``cuMemAlloc`` (or a pool, see ``gpu/hwengine.py``), owned."""
 
     def __init__(self, ptr: int, nbytes: int, free):
         self.ptr = ptr

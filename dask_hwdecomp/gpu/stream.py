@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .check import check
+from .errors import check
 
 __all__ = ["Stream"]
 

@@ -68,7 +68,7 @@ from ..errors import (
     HwdecompError,
     PageLocation,
 )
-from ..gpu.check import CudaError, NvcompError
+from ..gpu.errors import CudaError, NvcompError
 from ..jobs import Algo, Job
 from ..options import Options
 from . import wire
@@ -459,7 +459,7 @@ class ServiceBackend:
 
     def __init__(self, backend: str, options: Options, factories: Mapping[str, str] = GPU_FACTORIES,
                  cap_bytes: int | None = None, startup_timeout_s: float = 180.0, gpu: str | None = None):
-        from ..decompress.gpubase import pinned_cap
+        from ..decompress.gpu_backend import pinned_cap
 
         self.label = backend
         self.options = options
@@ -528,7 +528,7 @@ class ServiceBackend:
         ``src`` and ``dst`` not from :meth:`host_buffer` are copied through
         shared buffers (slower; counted in ``stats()["foreign_copies"]``).
         Returns the pages the service's backend redid on the CPU (see
-        :meth:`GpuBackend.decompress <dask_hwdecomp.decompress.gpubase.GpuBackend.decompress>`).
+        :meth:`GpuBackend.decompress <dask_hwdecomp.decompress.gpu_backend.GpuBackend.decompress>`).
 
         Raises
         ------

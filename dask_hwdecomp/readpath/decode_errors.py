@@ -2,7 +2,7 @@
 
 pyarrow decodes the uncompressed image; when the bytes inside a page are
 broken (levels, bit widths, value counts, a schema it refuses), it raises
-``ArrowInvalid`` or ``OSError`` without the file's name. :func:`decode_errors`
+``ArrowInvalid`` or ``OSError`` without the file's name. :func:`locate_decode_errors`
 wraps every decode so such failures surface as
 :class:`~dask_hwdecomp.errors.CorruptDataError` naming the file, and, when
 the image is given, the row group and column that fail to decode on their
@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptDataError, HwdecompError, PageLocation, UnsupportedFeatureError
 
-__all__ = ["decode_errors", "locate_decode_failure"]
+__all__ = ["locate_decode_errors", "locate_decode_failure"]
 
 # pyarrow raises ArrowInvalid both for broken data and for a column or
 # filter name that is not in the file. The second is the caller's mistake,
@@ -28,7 +28,9 @@ _CALLER_ERRORS = ("No match for FieldRef",)
 
 
 @contextlib.contextmanager
-def decode_errors(path: str, row_groups: Sequence[int] | None = None, image: pa.Buffer | None = None) -> Iterator[None]:
+def locate_decode_errors(
+    path: str, row_groups: Sequence[int] | None = None, image: pa.Buffer | None = None
+) -> Iterator[None]:
     """Re-raise pyarrow decode failures inside the block as project errors.
 
     Parameters
@@ -54,7 +56,7 @@ def decode_errors(path: str, row_groups: Sequence[int] | None = None, image: pa.
 
     Examples
     --------
-    >>> with decode_errors("part.0.parquet", [0], image):  # doctest: +SKIP
+    >>> with locate_decode_errors("part.0.parquet", [0], image):  # doctest: +SKIP
     ...     table = pq.read_table(pa.BufferReader(image))
     """
     try:

@@ -6,7 +6,7 @@ exists (a fault there costs only the child) and reads its JSON lines; CI runs
 break the contract on purpose, to show each check catches what it is for:
 
 * **canaries**: every output sits between
-  :data:`~dask_hwdecomp.gpu.engine_canaries.GAP` bytes of a canary pattern;
+  :data:`~dask_hwdecomp.gpu.hwengine_canaries.GAP` bytes of a canary pattern;
   after the call each output must equal the CPU's and every canary byte
   must be intact (an operation that writes past its output, or a slot that
   lands in one, shows here);
@@ -18,7 +18,7 @@ break the contract on purpose, to show each check catches what it is for:
 The truncated operation's own output and what it writes after it are not
 judged (``dstNumBytes`` is only a hint); how far it wrote is reported. The
 call itself, laid out on the device, is
-:func:`~dask_hwdecomp.gpu.engine_canaries.run_canary_call`; this module makes
+:func:`~dask_hwdecomp.gpu.hwengine_canaries.run_canary_call`; this module makes
 the pages and judges what came back.
 """
 
@@ -32,9 +32,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..format.codecs import preamble_of
-from ..gpu.engine import ALGO_BIT
-from ..gpu.engine_canaries import CANARY, CanaryCall, CanaryOp, run_canary_call
-from ..gpu.engine_launcher import usable_length
+from ..gpu.hwengine import ALGO_BIT
+from ..gpu.hwengine_canaries import CANARY, CanaryCall, CanaryOp, run_canary_call
+from ..gpu.hwengine_launcher import usable_length
 from ..jobs import Algo
 
 __all__ = ["CheckResult", "check_engine", "main"]
@@ -139,12 +139,12 @@ def _judge(pages: list[_Page], call: CanaryCall, expected: np.ndarray) -> list[C
 
 
 def main(argv=None) -> int:
-    """``python -m dask_hwdecomp.decompress.engine_check``: one JSON line per check.
+    """``python -m dask_hwdecomp.decompress.hwengine_check``: one JSON line per check.
 
     Runs on device 0's engine; exits 2 when there is none.
     """
     from ..gpu.device import Device
-    from ..gpu.engine import EngineDriver
+    from ..gpu.hwengine import EngineDriver
     from .hardware import probe
 
     reason = probe()

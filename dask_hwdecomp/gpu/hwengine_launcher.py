@@ -1,6 +1,6 @@
 """The CUDA decompression engine as a launcher: one engine call per GPU call.
 
-:class:`HardwareLauncher` plugs into a :class:`~dask_hwdecomp.gpu.slot.Slot`.
+:class:`HardwareLauncher` plugs into a :class:`~dask_hwdecomp.gpu.stream_runner.StreamRunner`.
 Per GPU call (one stream): inputs go to the device (memory from the
 HW_DECOMPRESS pool), one host params array of 64-byte records is filled (one
 per page: sizes, pointers, the algorithm bit, and a device u32 for the
@@ -17,13 +17,13 @@ are checked on the host first (corrupt input is undefined behaviour on the
 engine). A call the driver rejects for one operation (the classic entry
 point's error index) is made again without it. ``dstNumBytes`` is only a
 hint to the engine, so a failed operation may have written past its output:
-the slot (``gpu/slot.py``) keeps the result slots before the data and guard
+the stream runner (``gpu/stream_runner.py``) keeps the result slots before the data and guard
 space of the maximum length after it, and runs a call with a failure again
 without the failed pages before any caller's output is trusted.
 
-The driver object (:class:`dask_hwdecomp.gpu.engine.EngineDriver`) is
+The driver object (:class:`dask_hwdecomp.gpu.hwengine.EngineDriver`) is
 injectable, so CI runs this module against a stand-in of the documented
-contract on host memory (``tests/standin_engine.py``).
+contract on host memory (``tests/standin_hwengine.py``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .engine import ALGO_BIT, EngineCallError
-from .slot import Prepared
+from .hwengine import ALGO_BIT, EngineCallError
+from .stream_runner import Prepared
 
 __all__ = ["HardwareLauncher", "usable_length"]
 
@@ -49,7 +49,7 @@ def usable_length(max_length: int) -> int:
 
 
 class HardwareLauncher:
-    """Plugs the engine call into a :class:`~dask_hwdecomp.gpu.slot.Slot`.
+    """Plugs the engine call into a :class:`~dask_hwdecomp.gpu.stream_runner.StreamRunner`.
 
     Parameters
     ----------

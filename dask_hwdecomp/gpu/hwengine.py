@@ -23,7 +23,7 @@ Everything about ``cuMemBatchDecompressAsync`` lives here:
 * the memory: a device pool created with the HW_DECOMPRESS usage, capped.
 
 :class:`EngineDriver` is the real driver object the ``hardware`` backend
-takes; CI passes a stand-in with the same methods (``tests/standin_engine.py``).
+takes; CI passes a stand-in with the same methods (``tests/standin_hwengine.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import BackendUnavailableError
 from ..jobs import Algo
-from .check import CudaError, check
 from .device import Device, device_properties
+from .errors import CudaError, check
 from .ops import CudaOps, DeviceAllocation
 
 __all__ = ["EngineDriver", "EngineCallError", "PARAMS_DTYPE", "ALGO_BIT", "engine_capabilities",

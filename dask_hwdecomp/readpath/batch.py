@@ -5,9 +5,9 @@ footers' uncompressed sizes, :mod:`dask_hwdecomp.budget`).
 :func:`decompress_batch` runs one batch step by step, each step a function
 of its own, handing named records to the next:
 
-1. :func:`~dask_hwdecomp.io.fetch.plan_fetch`: the reads, and where each
+1. :func:`~dask_hwdecomp.readpath.fetch.plan_fetch`: the reads, and where each
    column chunk lands in one host buffer (a :class:`FetchPlan`);
-2. :func:`~dask_hwdecomp.io.fetch.fetch_into`: the reads;
+2. :func:`~dask_hwdecomp.readpath.fetch.fetch_into`: the reads;
 3. :func:`scan_and_lay_out`: the pages walked and every image laid out in one
    destination buffer, with the jobs that fill it (a
    :class:`~dask_hwdecomp.format.fastlayout.BatchLayout`);

@@ -2,7 +2,7 @@
 
 Every test here runs the real backend code (params construction, staging,
 the batcher, size checks, routing of oversized pages, error paths) with the
-driver call replaced by ``standin_engine.StandinEngine``, which implements the
+driver call replaced by ``standin_hwengine.StandinHwEngine``, which implements the
 documented contract of ``cuMemBatchDecompressAsync`` on host memory.
 """
 
@@ -22,16 +22,16 @@ from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
-from dask_hwdecomp.gpu.engine import ALGO_BIT, PARAMS_DTYPE, EngineCallError, check_params_dtype
-from dask_hwdecomp.gpu.engine_launcher import usable_length
-from dask_hwdecomp.gpu.slot import Slot
+from dask_hwdecomp.gpu.hwengine import ALGO_BIT, PARAMS_DTYPE, EngineCallError, check_params_dtype
+from dask_hwdecomp.gpu.hwengine_launcher import usable_length
 from dask_hwdecomp.gpu.staging import Part
+from dask_hwdecomp.gpu.stream_runner import StreamRunner
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
 
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
-from standin_engine import StandinEngine, hold_first_call
+from standin_hwengine import StandinHwEngine, hold_first_call
 
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20)
@@ -39,7 +39,7 @@ OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20)
 
 @pytest.fixture
 def engine():
-    return StandinEngine(mask=7, max_length=4 << 20)
+    return StandinHwEngine(mask=7, max_length=4 << 20)
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def backend(engine):
     b.close()
 
 
-def test_standin_engine_decompresses_every_algorithm(backend, engine):
+def test_standin_hwengine_decompresses_every_algorithm(backend, engine):
     sizes = [1, 7, 100, 4096, 65536, 300_000, 1 << 20] * 6
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, sizes, seed=1)
     out = run_batch(backend, jobs, src, dst_len)
@@ -57,7 +57,7 @@ def test_standin_engine_decompresses_every_algorithm(backend, engine):
     assert backend.algorithms == frozenset(ENGINE_ALGOS)
 
 
-def test_standin_engine_params_records_follow_the_contract(backend, engine):
+def test_standin_hwengine_params_records_follow_the_contract(backend, engine):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 9, seed=2)
     run_batch(backend, jobs, src, dst_len)
     params = np.concatenate(engine.calls)
@@ -71,7 +71,7 @@ def test_standin_engine_params_records_follow_the_contract(backend, engine):
         assert np.all(np.diff(np.sort(act)) == 4)
 
 
-def test_standin_engine_snappy_goes_without_its_length_preamble(backend, engine):
+def test_standin_hwengine_snappy_goes_without_its_length_preamble(backend, engine):
     # nvCOMP's engine path and XGBoost submit src + header bytes: the engine
     # takes the Snappy elements, not the varint before them.
     jobs, src, dst_len, expected = make_batch([Algo.SNAPPY], [100, 5000, 70_000, 1 << 20], seed=21)
@@ -102,7 +102,7 @@ def test_snappy_preamble_is_planned_from_the_page():
     assert span.preamble == 2
 
 
-def test_standin_engine_job_with_the_wrong_preamble_is_rejected_before_the_call(backend):
+def test_standin_hwengine_job_with_the_wrong_preamble_is_rejected_before_the_call(backend):
     jobs, src, dst_len, _ = make_batch([Algo.SNAPPY, Algo.LZ4], [5000, 5000], seed=22)
     jobs[0].preamble += 1
     with pytest.raises(CorruptPageError, match="preamble") as err:
@@ -114,7 +114,7 @@ def test_standin_engine_job_with_the_wrong_preamble_is_rejected_before_the_call(
         run_batch(backend, jobs, src, dst_len)
 
 
-def test_standin_engine_size_mismatch_names_the_page(backend):
+def test_standin_hwengine_size_mismatch_names_the_page(backend):
     jobs, src, dst_len, _ = make_batch(ENGINE_ALGOS, [1000, 2000, 3000], seed=3)
     bad = jobs[1]
     bad.dst_size -= 1  # the header declares one byte less than the stream holds
@@ -129,7 +129,7 @@ def _garble(src, job) -> None:
     src[job.src_offset : job.src_offset + job.src_size] = b"\xff" * job.src_size
 
 
-def test_standin_engine_corrupt_input_is_reported_not_crashed(backend):
+def test_standin_hwengine_corrupt_input_is_reported_not_crashed(backend):
     jobs, src, dst_len, expected = make_batch([Algo.LZ4], [4000, 4000], seed=4)
     j = jobs[0]
     _garble(src, j)
@@ -138,7 +138,7 @@ def test_standin_engine_corrupt_input_is_reported_not_crashed(backend):
     assert err.value.location == j.location
 
 
-def test_standin_engine_stale_size_slot_does_not_hide_a_failed_page(engine):
+def test_standin_hwengine_stale_size_slot_does_not_hide_a_failed_page(engine):
     # One stream: the second batch reuses the first one's arena and slots.
     b = create_with(engine, Options(streams=1, batch_latency_ms=1.0))
     try:
@@ -155,8 +155,8 @@ def test_standin_engine_stale_size_slot_does_not_hide_a_failed_page(engine):
         b.close()
 
 
-def test_standin_engine_failed_operation_is_redone_on_the_cpu():
-    engine = StandinEngine(fail_if=lambda rec: rec["dst_num_bytes"] == 7777)
+def test_standin_hwengine_failed_operation_is_redone_on_the_cpu():
+    engine = StandinHwEngine(fail_if=lambda rec: rec["dst_num_bytes"] == 7777)
     hw = create_with(engine, OPTS)
     cpu = CpuBackend(1)
     try:
@@ -181,8 +181,8 @@ def test_standin_engine_failed_operation_is_redone_on_the_cpu():
         cpu.close()
 
 
-def test_standin_engine_mask_limits_algorithms():
-    b = create_with(StandinEngine(mask=2, max_length=1 << 20), OPTS)
+def test_standin_hwengine_mask_limits_algorithms():
+    b = create_with(StandinHwEngine(mask=2, max_length=1 << 20), OPTS)
     try:
         assert b.algorithms == frozenset({Algo.SNAPPY})
         assert b.max_job_bytes == usable_length(1 << 20)
@@ -193,7 +193,7 @@ def test_standin_engine_mask_limits_algorithms():
         b.close()
 
 
-def test_standin_engine_operation_the_call_rejects_is_redone(engine):
+def test_standin_hwengine_operation_the_call_rejects_is_redone(engine):
     # The call fails for one operation and names it (the error index): it is
     # redone on the CPU and the rest of the batch is submitted again.
     engine.max_length = 1 << 16
@@ -210,7 +210,7 @@ def test_standin_engine_operation_the_call_rejects_is_redone(engine):
         b.close()
 
 
-def test_standin_engine_call_error_for_many_operations_fails_the_batch(engine):
+def test_standin_hwengine_call_error_for_many_operations_fails_the_batch(engine):
     # Every operation is over the maximum length: past a few, the error is
     # taken as one about the call, not about single operations.
     engine.max_length = 1 << 12
@@ -225,7 +225,7 @@ def test_standin_engine_call_error_for_many_operations_fails_the_batch(engine):
         b.close()
 
 
-def test_standin_engine_rejects_unknown_algorithm_bit(engine):
+def test_standin_hwengine_rejects_unknown_algorithm_bit(engine):
     params = np.zeros(1, dtype=engine.params_dtype)
     params["algo"] = 8
     with pytest.raises(EngineCallError) as err:
@@ -233,7 +233,7 @@ def test_standin_engine_rejects_unknown_algorithm_bit(engine):
     assert err.value.index == 0
 
 
-def test_standin_engine_requires_hw_decompress_capable_memory(engine):
+def test_standin_hwengine_requires_hw_decompress_capable_memory(engine):
     # Pinned host memory is not HW-decompress capable; device memory is.
     stream = engine.new_stream()
     dev = engine.alloc_device(1 << 16, stream)
@@ -258,7 +258,7 @@ def test_standin_engine_requires_hw_decompress_capable_memory(engine):
     host.close()
 
 
-def test_standin_engine_dst_num_bytes_is_only_a_hint(engine):
+def test_standin_hwengine_dst_num_bytes_is_only_a_hint(engine):
     # The stream is longer than dstNumBytes: every decoded byte is written
     # and counted, past the hint.
     stream = engine.new_stream()
@@ -282,12 +282,12 @@ def _understated(seed: int):
     return jobs, src, 1000 + 64, expected
 
 
-def test_standin_engine_slot_failed_page_does_not_damage_another_callers_outputs():
+def test_standin_hwengine_runner_failed_page_does_not_damage_another_callers_outputs():
     # Two callers' parts in one batch; the first one's bad page writes
     # 300 000 bytes from its output, over the second caller's data.
-    engine = StandinEngine()
+    engine = StandinHwEngine()
     b = create_with(engine, OPTS)
-    slot = Slot(engine, b._launcher)
+    runner = StreamRunner(engine, b._launcher)
     try:
         bad_jobs, bad_src, bad_len, _ = _understated(26)
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [2000, 4000, 8000, 16_000], seed=27)
@@ -296,7 +296,7 @@ def test_standin_engine_slot_failed_page_does_not_damage_another_callers_outputs
         bufs[0][0].view[:] = bad_src
         bufs[1][0].view[:] = src
         parts = [Part(bad_jobs, bufs[0][0].view, bufs[0][1].view), Part(jobs, bufs[1][0].view, bufs[1][1].view)]
-        failures = slot.run(parts)
+        failures = runner.run(parts)
         assert [f.job for f in failures[0]] == bad_jobs
         assert failures[1] == []
         assert_outputs(bytes(bufs[1][1].view), jobs, expected)
@@ -305,14 +305,14 @@ def test_standin_engine_slot_failed_page_does_not_damage_another_callers_outputs
             for buf in pair:
                 buf.close()
     finally:
-        slot.close()
+        runner.close()
         b.close()
 
 
-def test_standin_engine_keeps_guard_space_after_the_last_output():
+def test_standin_hwengine_keeps_guard_space_after_the_last_output():
     # The last operation's stream runs 1 MiB past its 1000-byte hint; the
     # arena has room for that (the maximum length), so it is reported, not a fault.
-    engine = StandinEngine(max_length=1 << 20)
+    engine = StandinHwEngine(max_length=1 << 20)
     b = create_with(engine, OPTS)
     try:
         jobs, src, dst_len, expected = make_batch([Algo.LZ4], [1000, (1 << 20) - 4096], seed=31)
@@ -325,8 +325,8 @@ def test_standin_engine_keeps_guard_space_after_the_last_output():
         b.close()
 
 
-def test_standin_engine_failed_page_does_not_damage_a_concurrent_caller():
-    engine = StandinEngine()
+def test_standin_hwengine_failed_page_does_not_damage_a_concurrent_caller():
+    engine = StandinHwEngine()
     b = create_with(engine, Options(streams=1, batch_latency_ms=3000.0, batch_bytes=8 << 20))
     try:
         callers = [_understated(28), make_batch(ENGINE_ALGOS, [2000, 4000, 8000, 16_000], seed=29)]
@@ -390,10 +390,10 @@ def _router(options, table):
     return router
 
 
-def test_standin_engine_oversized_pages_fall_through_and_protect_outputs():
-    small = StandinEngine(mask=7, max_length=64 << 10)
+def test_standin_hwengine_oversized_pages_fall_through_and_protect_outputs():
+    small = StandinHwEngine(mask=7, max_length=64 << 10)
     hw = create_with(small, OPTS)
-    other = create_with(StandinEngine(mask=7, max_length=8 << 20), OPTS)
+    other = create_with(StandinHwEngine(mask=7, max_length=8 << 20), OPTS)
     cpu = CpuBackend(2)
     try:
         table = {a: [hw, other, cpu] for a in ENGINE_ALGOS}
@@ -415,7 +415,7 @@ def test_standin_engine_oversized_pages_fall_through_and_protect_outputs():
         cpu.close()
 
 
-def test_standin_engine_batcher_serves_concurrent_callers(engine):
+def test_standin_hwengine_batcher_serves_concurrent_callers(engine):
     # One stream, its first call held until all 8 parts are in it or queued:
     # merged, the 8 callers take 1 or 2 calls; one call each would be 8.
     backend = create_with(engine, OPTS.replace(streams=1))
@@ -439,7 +439,7 @@ def test_closed_backend_says_so(engine):
         backend.stats()
 
 
-def test_standin_engine_pools_do_not_grow(backend, engine):
+def test_standin_hwengine_pools_do_not_grow(backend, engine):
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [20_000] * 12, seed=6)
     for _ in range(5):
         run_batch(backend, jobs, src, dst_len)

@@ -1,7 +1,7 @@
 """What the two GPU backends share: host buffers, parts, the batcher, errors.
 
 A GPU backend is a :class:`GpuBackend` with a *launcher* (the format-specific
-batched call, see :class:`dask_hwdecomp.gpu.slot.Launcher`) and an *ops*
+batched call, see :class:`dask_hwdecomp.gpu.stream_runner.Launcher`) and an *ops*
 object (memory operations; the real CUDA one, or the engine stand-in in CI).
 ``decompress`` validates every job on the host, cuts the caller's jobs into
 parts of at most ``batch_bytes`` of output (:mod:`dask_hwdecomp.budget`),
@@ -34,8 +34,8 @@ from ..format.pages import check_page_crc, page_crc_error
 from ..format.xxh64 import content_checksum_matches, xxh64
 from ..gpu.batcher import Batcher
 from ..gpu.memory import PinnedPool
-from ..gpu.slot import Slot
 from ..gpu.staging import Part
+from ..gpu.stream_runner import StreamRunner
 from ..jobs import Algo, Job
 from ..options import Options
 from .cpu import decompress_one
@@ -111,15 +111,15 @@ class GpuBackend:
         self._owned = list(owned)
         self._pool: PinnedPool | None = None
         self._batcher: Batcher | None = None
-        slots = []
+        runners = []
         try:
             self._pool = PinnedPool(ops.alloc_host, pinned_cap(options))
             for _ in range(options.streams):
-                slots.append(Slot(ops, launcher))
-            self._batcher = Batcher(slots, ops, options.batch_bytes, options.batch_latency_ms / 1000)
+                runners.append(StreamRunner(ops, launcher))
+            self._batcher = Batcher(runners, ops, options.batch_bytes, options.batch_latency_ms / 1000)
         except BaseException:
-            for slot in slots:
-                slot.close()
+            for runner in runners:
+                runner.close()
             if self._pool is not None:
                 self._pool.close()
             raise

@@ -22,7 +22,7 @@ _DTYPE = """
 import json
 from importlib.metadata import version
 from cuda.bindings._v2 import driver as v2
-from dask_hwdecomp.gpu.engine import check_params_dtype
+from dask_hwdecomp.gpu.hwengine import check_params_dtype
 dt = v2.mem_decompress_params_dtype
 check_params_dtype(dt, version("cuda-bindings"))
 print(json.dumps({"names": list(dt.names), "itemsize": dt.itemsize}))
@@ -32,7 +32,7 @@ _DRIVER = """
 import ctypes, json
 import numpy as np
 from dask_hwdecomp.gpu.device import Device
-from dask_hwdecomp.gpu.engine import EngineCallError, EngineDriver, PARAMS_DTYPE
+from dask_hwdecomp.gpu.hwengine import EngineCallError, EngineDriver, PARAMS_DTYPE
 out = {}
 with Device(0) as dev:
     dev.activate()
@@ -82,7 +82,7 @@ def test_installed_bindings_params_dtype_matches(nvcomp_available):
     assert got["itemsize"] == 64, got
 
 
-def test_engine_driver_pool_memset_and_call_error(nvcomp_available):
+def test_hwengine_driver_pool_memset_and_call_error(nvcomp_available):
     got = _run(_DRIVER)
     assert got["memset"], got
     if got["mask"] == 0:

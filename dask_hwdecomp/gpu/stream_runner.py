@@ -1,12 +1,13 @@
 """One stream with its own arena and scratch: runs one GPU call at a time.
 
-A :class:`Slot` executes a call (the parts the batcher merged) in stream order: inputs in, the backend's
-launch (its metadata copy and its batched call or calls), the CRC-32s of its
-outputs (gzip trailers, :mod:`dask_hwdecomp.gpu.checksums`), outputs out,
-one synchronisation, then the per-job results are read on the host. With
+A :class:`StreamRunner` executes a call (the parts the batcher merged) in
+stream order: inputs in, the backend's launch (its metadata copy and its
+batched call or calls), the CRC-32s of its outputs (gzip trailers,
+:mod:`dask_hwdecomp.gpu.checksums`), outputs out, one synchronisation,
+then the per-job results are read on the host. With
 page CRC-32s (``verify_checksums``) those run first, with a synchronisation
 of their own, and a page whose stored bytes fail never reaches the decoder.
-Everything of a call is on the slot's one stream: a host-to-device copy on
+Everything of a call is on the runner's one stream: a host-to-device copy on
 another stream raced with nvCOMP and gave wrong output (docs/gpu.md, "Known
 nvCOMP 6.0 hazards").
 
@@ -33,7 +34,7 @@ from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
 from .staging import DEVICE_ALIGN, Part, place
 
-__all__ = ["Slot", "Launcher", "Prepared", "Failure"]
+__all__ = ["StreamRunner", "Launcher", "Prepared", "Failure"]
 
 _UNTRUSTED = "not trusted: its call failed twice, and a failed engine operation may write past its output"
 
@@ -58,7 +59,7 @@ class Prepared(NamedTuple):
 
 
 class Launcher(Protocol):
-    """What a GPU backend plugs into a slot.
+    """What a GPU backend plugs into a stream runner.
 
     ``contains_failures``: a failed job wrote nothing outside its output
     (else a job with a nonzero status must be one that was not run).
@@ -82,7 +83,7 @@ class Launcher(Protocol):
         ...
 
 
-class Slot:
+class StreamRunner:
     """A stream, a device arena and a pinned scratch block.
 
     Parameters

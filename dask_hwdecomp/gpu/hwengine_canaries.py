@@ -9,7 +9,7 @@ then one u32 size slot per operation. The slots are first loaded with the
 right sizes (as an earlier call would leave them) and then zeroed, as the
 ``hardware`` backend does before each call; the whole allocation comes back
 after the call. Judging what came back is the selfcheck's part
-(:mod:`dask_hwdecomp.decompress.engine_check`).
+(:mod:`dask_hwdecomp.decompress.hwengine_check`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..jobs import Algo
 from ..rounding import round_up
-from .engine import ALGO_BIT
+from .hwengine import ALGO_BIT
 from .staging import DEVICE_ALIGN
 
 __all__ = ["GAP", "CANARY", "CanaryOp", "CanaryCall", "run_canary_call"]

@@ -19,7 +19,7 @@ The rules:
 * Operations and their memory. ``src``, ``dst`` and ``dstActBytes`` must be
   HW-decompress capable: allocated by ``cuMemAlloc``, ``cuMemCreate`` with the
   HW_DECOMPRESS usage or a pool created with it [doc]; here that is memory
-  from :meth:`StandinEngine.alloc_device` only (pinned host memory is not).
+  from :meth:`StandinHwEngine.alloc_device` only (pinned host memory is not).
   A pointer outside it, an algorithm outside the mask, or a size over the
   maximum length fails the call with ``CUDA_ERROR_INVALID_VALUE`` (a code
   the documentation lists for this call) and the error index of the
@@ -81,8 +81,8 @@ import zlib
 import cramjam
 import numpy as np
 
-from dask_hwdecomp.gpu.check import CudaError
-from dask_hwdecomp.gpu.engine import PARAMS_DTYPE, EngineCallError
+from dask_hwdecomp.gpu.errors import CudaError
+from dask_hwdecomp.gpu.hwengine import PARAMS_DTYPE, EngineCallError
 from dask_hwdecomp.gpu.ops import DeviceAllocation, HostAllocation
 
 CUDA_ERROR_INVALID_VALUE = 1
@@ -142,7 +142,7 @@ _DECODERS = {
 
 
 class _Stream:
-    """Work queued in order; run by :meth:`StandinEngine.synchronize`."""
+    """Work queued in order; run by :meth:`StandinHwEngine.synchronize`."""
 
     handle = 0
 
@@ -190,7 +190,7 @@ class StandinCrc:
             results[k] = zlib.crc32(data)
 
 
-class StandinEngine:
+class StandinHwEngine:
     """The engine contract on host memory (see the module docstring).
 
     Parameters
@@ -369,7 +369,7 @@ class StandinEngine:
                 ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = written
 
 
-def hold_first_call(engine: StandinEngine, backend, callers: int, pages_per_caller: int,
+def hold_first_call(engine: StandinHwEngine, backend, callers: int, pages_per_caller: int,
                     timeout_s: float = 60.0) -> None:
     """Hold ``engine``'s first call until every caller's part is in it or queued behind it.
 

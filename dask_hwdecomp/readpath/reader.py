@@ -13,7 +13,7 @@ from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options, as_option_dict, current_options
 from ..report import ReadReport, publish
 from .batch import iter_batches
-from .decode import decode_errors
+from .decode_errors import locate_decode_errors
 from .passthrough import account_footer
 from .plan import Piece, PiecePlan, plan_piece
 from .sources import Source, resolve_source
@@ -182,7 +182,8 @@ def read_table(
                     as_image = fragment.format.make_fragment(
                         pa.BufferReader(image.buffer), partition_expression=fragment.partition_expression
                     )
-                    with local.stage("decode"), decode_errors(src.files[i].path, image.row_groups, image.buffer):
+                    located = locate_decode_errors(src.files[i].path, image.row_groups, image.buffer)
+                    with local.stage("decode"), located:
                         picked = None if rgs is None else tuple(range(len(image.row_groups)))
                         tables[i] = _decode(as_image, src, columns, picked, use_threads)
     finally:
