@@ -16,7 +16,6 @@ import zlib
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from service_backends import open_backend
 
 import dask_hwdecomp
 from dask_hwdecomp.decompress.cpu import CpuBackend
@@ -36,6 +35,7 @@ from dask_hwdecomp.service.wire import Run, pack_jobs, unpack_jobs
 import checksum_cases as cc
 from helpers import PYARROW_ERRORS
 from pagegen import make_batch, run_batch
+from service_backends import open_backend
 from standin_hwengine import StandinHwEngine
 
 OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)

@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import pytest
-from service_backends import open_backend
 
 from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
@@ -28,6 +27,7 @@ from dask_hwdecomp.service.shm import SharedBuffer, SharedPool
 
 from corruption import corrupt
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
+from service_backends import open_backend
 
 OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)

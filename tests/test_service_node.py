@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from service_backends import open_backend
 
 from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.decompress.routing import Router
@@ -34,6 +33,7 @@ from dask_hwdecomp.service.server import Service, bind
 
 from helpers import assert_tables_equal
 from pagegen import assert_outputs, make_batch, run_batch
+from service_backends import open_backend
 
 OPTS = Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
