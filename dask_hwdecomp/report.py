@@ -72,9 +72,10 @@ class ReadReport:
     batches : int
         Batched decompression calls made.
     unreachable : dict
-        ``{backend: why}``: GPU backends whose service could not be reached
-        or started (``backend="auto"``); their pages were decompressed on
-        the CPU pool and counted under ``cpu``.
+        ``{backend: why}``: GPU backends that probed available but could not
+        be used (``backend="auto"``): the GPU service could not be reached
+        or started, or could not create the backend. Their pages were
+        decompressed on the CPU pool and counted under ``cpu``.
     """
 
     files: int = 0
@@ -161,7 +162,7 @@ class ReadReport:
         for backend, pages in sorted(self.redone.items()):
             lines.append(f"redone on cpu: {pages} page(s) that failed on {backend}")
         for backend, why in sorted(self.unreachable.items()):
-            lines.append(f"read on cpu: the GPU service of {backend} could not be reached: {why}")
+            lines.append(f"read on cpu: GPU backend {backend} could not be used: {why}")
         return "\n".join(lines)
 
 

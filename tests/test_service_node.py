@@ -201,7 +201,7 @@ def test_a_reader_that_cannot_reach_the_service_reads_on_the_cpu_and_says_so(tmp
     assert_tables_equal(got, pq.read_table(path))
     assert "nvcomp" in report.unreachable and "not-a-directory" in report.unreachable["nvcomp"]
     assert report.backends == {"SNAPPY": ["cpu"]}
-    assert "could not be reached" in report.summary()
+    assert "read on cpu: GPU backend nvcomp could not be used" in report.summary()
     registry.close_all()
 
 
@@ -259,3 +259,32 @@ def test_service_directory_open_to_others_is_refused(tmp_path):
     with pytest.raises(ServiceUnreachable, match="not a directory"):
         service_dir(str(link))
     assert Path(made).is_dir()
+
+
+def test_a_backend_the_service_cannot_create_leaves_the_cpu_to_read_under_auto(tmp_path, monkeypatch,
+                                                                              matrix_source):
+    # The service starts, but creating the backend fails (the driver finds no
+    # device): auto reads on the CPU and says why; a named backend raises.
+    from dask_hwdecomp import read_table
+    from dask_hwdecomp.errors import BackendUnavailableError
+
+    path = tmp_path / "data.parquet"
+    pq.write_table(matrix_source, path, compression="zstd")
+    monkeypatch.setattr(registry, "_probes", {"nvcomp": None, "hardware": "no engine on this node (test)"})
+    directory = tempfile.mkdtemp(prefix="hwd-")
+
+    def open_no_device(name, options):
+        if name == "cpu":
+            from dask_hwdecomp.decompress.cpu import CpuBackend
+
+            return CpuBackend(options.cpu_threads)
+        return open_backend("no_device", options, service_dir=directory)
+
+    monkeypatch.setattr(registry, "get_backend", open_no_device)
+    report = ReadReport()
+    got = read_table(str(path), backend="auto", report=report)
+    assert_tables_equal(got, pq.read_table(path))
+    assert "CUDA_ERROR_NO_DEVICE" in report.unreachable["nvcomp"], report.unreachable
+    assert report.backends == {"ZSTD": ["cpu"]}
+    with pytest.raises(BackendUnavailableError, match="CUDA_ERROR_NO_DEVICE"):
+        read_table(str(path), backend="nvcomp")

@@ -3,10 +3,11 @@
 One explicit table per ``backend`` option lists, for each bitstream, the
 backends to try in order; the first that is available, decodes that
 bitstream and accepts the job's size takes the job. ``auto`` never fails for
-lack of a GPU: a GPU whose service cannot be reached or started is left out
-(at the start of a read, or for the rest of it when the service is lost
-and cannot be started again), its pages go to the CPU pool, and the read's
-report names it in ``unreachable``. A named GPU backend that cannot run
+lack of a GPU: a GPU backend whose service cannot be reached or started,
+or cannot create the backend, is left out (at the start of a read, or for
+the rest of it when the service is lost and cannot be started again), its
+pages go to the CPU pool, and the read's report names it in
+``unreachable`` with the reason. A named GPU backend that cannot run
 here raises.
 """
 
@@ -100,7 +101,10 @@ class Router:
                     continue
                 try:
                     backend = registry.get_backend(name, options)
-                except ServiceUnreachable as exc:
+                except BackendUnavailableError as exc:
+                    # The GPU probed fine, but its service cannot be reached
+                    # or cannot create the backend: auto reads on the CPU and
+                    # says why; a named backend raises.
                     if options.backend != "auto":
                         raise
                     self.unreachable[name] = exc.reason

@@ -95,6 +95,9 @@ class HwdecompPlugin(WorkerPlugin):
         else:
             router = Router(opts)  # opens every usable backend, raises if absent
             self.backends = router.describe()
+            for name, why in router.unreachable.items():
+                logger.warning("hwdecomp on %s: GPU backend %s cannot be used, the CPU reads instead: %s",
+                               worker.address, name, why)
         worker.extensions.setdefault("hwdecomp", self)
         logger.info("hwdecomp backends on %s: %s", worker.address, self.backends)
 
