@@ -288,3 +288,32 @@ def test_a_backend_the_service_cannot_create_leaves_the_cpu_to_read_under_auto(t
     assert report.backends == {"ZSTD": ["cpu"]}
     with pytest.raises(BackendUnavailableError, match="CUDA_ERROR_NO_DEVICE"):
         read_table(str(path), backend="nvcomp")
+
+
+_READER = textwrap.dedent("""
+    import sys
+    from dask_hwdecomp.options import Options
+    from service_backends import open_backend
+    b = open_backend("cpu", Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2),
+                     service_dir=sys.argv[1])
+    print(b.pid)
+    sys.stdin.read()  # attached until the test lets go
+    b.close()
+""")
+
+
+def test_readers_that_start_together_start_one_service():
+    # Six processes find no service at once: one starts it, the others wait
+    # for it to listen (no service process is started only to exit again).
+    directory = tempfile.mkdtemp(prefix="hwd-")
+    readers = [subprocess.Popen([sys.executable, "-c", _READER, directory], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True) for _ in range(6)]
+    try:
+        pids = {int(r.stdout.readline()) for r in readers}
+    finally:
+        for r in readers:
+            r.communicate("", timeout=120)
+    assert len(pids) == 1
+    (log,) = Path(directory).glob("*.log")
+    text = log.read_text()
+    assert text.count(" listening on ") == 1 and "already listens" not in text, text

@@ -43,6 +43,7 @@ daemonic worker process.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import signal
@@ -157,37 +158,91 @@ def connect(address: ServiceAddress, timeout_s: float, start: bool = True) -> so
         None listens (``start=False``), or the one started exited or did not
         listen within ``timeout_s``; or the peer is not this user's process.
     """
-    deadline = time.monotonic() + timeout_s
-    proc: subprocess.Popen | None = None
-    while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    return _connect(address, time.monotonic() + timeout_s, timeout_s, start)
+
+
+class _StartLock:
+    """The right to start the service of an address, held by one reading process at a time.
+
+    Readers that start together (the workers of a new cluster) would each
+    start a service, and all but one would exit again; the one holding this
+    lock starts it and the others wait for it to listen. The lock is a
+    ``flock``: it is released when its holder closes it or dies.
+    """
+
+    def __init__(self, path: Path):
         try:
-            sock.connect(str(address.socket))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            sock.close()
+            self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise ServiceUnreachable(f"cannot start the GPU service: {exc}") from None
+
+    def acquired(self) -> bool:
+        """Take the lock if nobody holds it (never blocks)."""
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[arg-type]
+        except BlockingIOError:
+            return False
+        return True
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _connect(address: ServiceAddress, deadline: float, timeout_s: float, start: bool) -> socket.socket:
+    proc: subprocess.Popen | None = None
+    lock: _StartLock | None = None
+    try:
+        while True:
+            sock = _attempt_connect(address)
+            if sock is not None:
+                return sock
             if not start:
-                raise ServiceUnreachable(f"no GPU service listens on {address.socket}") from None
+                raise ServiceUnreachable(f"no GPU service listens on {address.socket}")
             if proc is None:
-                proc = start_service(address)
+                if lock is None:
+                    lock = _StartLock(address.start_lock)
+                if lock.acquired():  # else another reader is starting it: wait for it to listen
+                    proc = start_service(address)
             elif proc.poll() not in (None, 0):
                 raise ServiceUnreachable(
                     f"the GPU service exited with status {proc.returncode} at start "
-                    f"(its log: {address.log})") from None
+                    f"(its log: {address.log})")
             elif proc.poll() == 0:
                 proc = None  # another service took the socket: connect to it
             if time.monotonic() > deadline:
                 raise ServiceUnreachable(f"the GPU service did not listen within {timeout_s:.0f} s "
-                                         f"({exc}; its log: {address.log})") from None
+                                         f"(its log: {address.log})")
             time.sleep(0.02)
-            continue
-        except OSError as exc:
-            sock.close()
-            raise ServiceUnreachable(f"cannot reach the GPU service at {address.socket}: {exc}") from None
-        peer = peer_of(sock)
-        if peer.uid != os.getuid():
-            sock.close()
-            raise ServiceUnreachable(f"the GPU service socket {address.socket} belongs to uid {peer.uid}")
-        return sock
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _attempt_connect(address: ServiceAddress) -> socket.socket | None:
+    """A connection to the listening service, or None when none listens.
+
+    Raises
+    ------
+    ServiceUnreachable
+        The socket cannot be reached for another reason, or its peer is
+        not this user's process.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(address.socket))
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    except OSError as exc:
+        sock.close()
+        raise ServiceUnreachable(f"cannot reach the GPU service at {address.socket}: {exc}") from None
+    peer = peer_of(sock)
+    if peer.uid != os.getuid():
+        sock.close()
+        raise ServiceUnreachable(f"the GPU service socket {address.socket} belongs to uid {peer.uid}")
+    return sock
 
 
 def query(socket_path, msg: wire.Message, timeout_s: float = 10.0) -> wire.Message | None:

@@ -97,6 +97,11 @@ class ServiceAddress:
         return self.socket.with_suffix(".lock")
 
     @property
+    def start_lock(self) -> Path:
+        """The file a reader locks while it starts the service (the others wait)."""
+        return self.socket.with_suffix(".start")
+
+    @property
     def log(self) -> Path:
         """Where a service started by a reader writes its log."""
         return self.socket.with_suffix(".log")
