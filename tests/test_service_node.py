@@ -317,3 +317,17 @@ def test_readers_that_start_together_start_one_service():
     (log,) = Path(directory).glob("*.log")
     text = log.read_text()
     assert text.count(" listening on ") == 1 and "already listens" not in text, text
+
+
+def test_hwdecomp_info_names_the_running_service():
+    directory = tempfile.mkdtemp(prefix="hwd-")
+    env = {**os.environ, "HWDECOMP_SERVICE_DIR": directory}
+    with open_backend("cpu", OPTS, service_dir=directory) as b:
+        out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "info"], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert f"GPU service: pid {b.pid} on GPU none, 1 client(s)" in out.stdout, out.stdout
+    missing = os.path.join(directory, "not-made")
+    out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "info"], capture_output=True, text=True,
+                         env={**os.environ, "HWDECOMP_SERVICE_DIR": missing}, timeout=120)
+    assert f"GPU service: none running in {missing}" in out.stdout and not os.path.exists(missing)

@@ -51,7 +51,20 @@ def collect(backend: str | None = None) -> dict:
         info["routing"] = pyarrow_routes() if pyarrow_reads(opts) else Router(opts).describe()
     except BackendUnavailableError as exc:
         info["routing"] = f"unavailable: {exc}"
+    info["services"] = _services(opts)
     return info
+
+
+def _services(opts) -> dict:
+    """The GPU services of this user on this node: where they listen and what they serve."""
+    from ..service.client import node_stats
+    from ..service.rundir import ServiceUnreachable, service_dir
+
+    try:
+        directory = service_dir(opts.service_dir or None, create=False)
+    except ServiceUnreachable as exc:
+        return {"directory": None, "running": [], "problem": exc.reason}
+    return {"directory": str(directory), "running": node_stats(directory)}
 
 
 def _pyarrow_only(routing: dict) -> bool:
@@ -78,6 +91,14 @@ def run(args) -> int:
         print(f"  {name:<9} {state}")
     if info.get("engine") is not None:
         print(f"decompression engine: {info['engine']}")
+    services = info["services"]
+    if services.get("problem"):
+        print(f"GPU service: cannot be used: {services['problem']}")
+    elif not services["running"]:
+        print(f"GPU service: none running in {services['directory']} (the first GPU read starts one)")
+    for s in services["running"]:
+        print(f"GPU service: pid {s['service_pid']} on GPU {s['gpu']}, {s['clients']} client(s), "
+              f"{s['gpu_calls']} GPU call(s) so far ({s['socket']})")
     print(f"options: backend={info['options']['backend']} cpu_threads={info['options']['cpu_threads']} "
           f"batch_bytes={info['options']['batch_bytes']} streams={info['options']['streams']}")
     if isinstance(info["routing"], dict) and _pyarrow_only(info["routing"]):

@@ -275,7 +275,9 @@ def query(socket_path, msg: wire.Message, timeout_s: float = 10.0) -> wire.Messa
 
 def node_stats(directory) -> list[dict]:
     """The counters of every service listening in ``directory`` (stale sockets skipped)."""
-    out = []
+    out: list[dict] = []
+    if not Path(directory).is_dir():
+        return out
     for path in sorted(Path(directory).glob("*.sock")):
         try:
             reply = query(path, wire.StatsRequest(0))

@@ -30,8 +30,11 @@ class ServiceUnreachable(BackendUnavailableError):
     """The GPU service cannot be reached or started; readers fall back to the CPU."""
 
 
-def service_dir(configured: str | None = None) -> Path:
-    """The directory of this user's service sockets, created and checked.
+def service_dir(configured: str | None = None, create: bool = True) -> Path:
+    """The directory of this user's service sockets, created (unless ``create`` is False) and checked.
+
+    Without ``create``, a directory that does not exist is returned as it
+    is: no service runs there.
 
     Raises
     ------
@@ -44,6 +47,8 @@ def service_dir(configured: str | None = None) -> Path:
         path = Path(os.environ["XDG_RUNTIME_DIR"]) / "dask-hwdecomp"
     else:
         path = Path("/tmp") / f"dask-hwdecomp-{os.getuid()}"
+    if not create and not os.path.lexists(path):
+        return path
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(path)
