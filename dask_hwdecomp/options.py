@@ -41,6 +41,7 @@ __all__ = [
     "graph_options",
     "BACKENDS",
     "BYTE_SIZES",
+    "GPU_BACKEND_OPTIONS",
     "UnknownOptionWarning",
 ]
 
@@ -49,6 +50,9 @@ _GiB = 1 << 30
 _MiB = 1 << 20
 # Options that are byte counts: they also take "64MiB", "1GB", ...
 BYTE_SIZES = ("batch_bytes", "max_page_bytes", "max_batch_bytes")
+# What a GPU backend is created with (streams, batcher, host CRC check, its
+# CPU redo pool): backends of equal values are one and the same.
+GPU_BACKEND_OPTIONS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads")
 # HWDECOMP_* variables that are not options (test and library locations).
 _OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB"})
 

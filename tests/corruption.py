@@ -11,7 +11,8 @@ __all__ = ["corrupt", "MODES"]
 MODES = ("noise", "bitflip", "truncate")
 
 
-def _varint(v: int) -> bytes:
+def varint(v: int) -> bytes:
+    """``v`` as an unsigned LEB128 varint (Thrift compact, Snappy's length preamble)."""
     out = bytearray()
     while v >= 0x80:
         out.append(v & 0x7F | 0x80)
@@ -37,7 +38,7 @@ def corrupt(algo: Algo, mode: str, job, src: bytearray, rng: np.random.Generator
         return
     noise = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
     if algo is Algo.SNAPPY:
-        pre = _varint(job.dst_size)
+        pre = varint(job.dst_size)
         body = pre + noise[len(pre):]
     elif algo is Algo.ZSTD:
         bsize = min(n - 12, 100_000)

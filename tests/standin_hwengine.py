@@ -85,17 +85,10 @@ from dask_hwdecomp.gpu.errors import CudaError
 from dask_hwdecomp.gpu.hwengine import PARAMS_DTYPE, EngineCallError
 from dask_hwdecomp.gpu.ops import DeviceAllocation, HostAllocation
 
+from corruption import varint
+
 CUDA_ERROR_INVALID_VALUE = 1
 WRITE_PAST = 64  # bytes ``misbehave="write_past"`` writes after each output
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _snappy_elements_length(data: bytes) -> int:
@@ -131,7 +124,7 @@ def _unsnappy(data: bytes, out: np.ndarray) -> int:
     n = _snappy_elements_length(data)
     if n > len(out):
         raise ValueError("output larger than the maximum length")
-    return cramjam.snappy.decompress_raw_into(_varint(n) + data, out)
+    return cramjam.snappy.decompress_raw_into(varint(n) + data, out)
 
 
 _DECODERS = {

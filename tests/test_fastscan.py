@@ -34,6 +34,7 @@ from dask_hwdecomp.format.structs import Codec, PageHeader
 from dask_hwdecomp.format.thrift import Limits, RawStruct, Struct, T, encode_struct
 from dask_hwdecomp.readpath.fetch import Range, fetch_into
 
+from corruption import varint
 from helpers import assert_tables_equal
 from rewrite import rewrite_pages
 
@@ -393,14 +394,7 @@ def _dp(size, nv=10, extra=b""):
     def zz(n):
         return (n << 1) ^ (n >> 63)
 
-    def v(n):
-        out = bytearray()
-        while n >= 0x80:
-            out.append(n & 0x7F | 0x80)
-            n >>= 7
-        out.append(n)
-        return bytes(out)
-
+    v = varint
     sub = bytes([0x15]) + v(zz(nv)) + bytes([0x15, 0, 0x15, 0, 0x15, 0, 0])
     return bytes([0x15]) + v(0) + bytes([0x15]) + v(zz(size)) + bytes([0x15]) + v(zz(size)) + bytes([0x2C]) + sub + extra + b"\x00"
 

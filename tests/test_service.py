@@ -22,7 +22,7 @@ from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options, current_options
 from dask_hwdecomp.report import ReadReport
-from dask_hwdecomp.service.client import ServiceBackend
+from dask_hwdecomp.service.client import ServiceBackend, wait_for_exit
 from dask_hwdecomp.service.shm import SharedBuffer, SharedPool
 
 from corruption import corrupt
@@ -194,22 +194,6 @@ def _fds() -> set[str]:
             if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
-def _gone(pid: int, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:  # our own child (a service this process started): reap it
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
-    return False
-
-
 def test_service_exits_when_its_last_client_leaves_and_every_segment_is_freed():
     before = {fd for fd in _fds() if "hwdecomp" in fd}
     b = _open("standin")
@@ -218,7 +202,7 @@ def test_service_exits_when_its_last_client_leaves_and_every_segment_is_freed():
     assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
     held = b.host_buffer(1000)
     b.close()
-    assert _gone(pid)  # the last client left: the service exited
+    assert wait_for_exit(pid, 20.0)  # the last client left: the service exited
     assert not b.address.socket.exists()
     held.close()  # lent past close: freed when given back
     assert {fd for fd in _fds() if "hwdecomp" in fd} == before

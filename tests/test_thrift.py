@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from dask_hwdecomp.errors import CorruptMetadataError
 from dask_hwdecomp.format.thrift import Limits, Struct, T, ThriftError, decode_struct, encode_struct
 
+from corruption import varint
+
 # --- generated structs ----------------------------------------------------------
 
 _SCALARS = {
@@ -163,33 +165,24 @@ def test_nested_lists_depth_limit():
         decode_struct(data)
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def test_container_limit(monkeypatch):
     monkeypatch.setattr(Limits, "max_container", 100)
-    ok = bytes([0x19, 0xF3]) + _varint(100) + bytes(100) + b"\x00"  # list<byte> of 100
+    ok = bytes([0x19, 0xF3]) + varint(100) + bytes(100) + b"\x00"  # list<byte> of 100
     assert len(decode_struct(ok)[0].get_value(1)[1]) == 100
-    big = bytes([0x19, 0xF3]) + _varint(101) + bytes(101) + b"\x00"
+    big = bytes([0x19, 0xF3]) + varint(101) + bytes(101) + b"\x00"
     with pytest.raises(ThriftError, match=r"list size 101 exceeds the limit 100"):
         decode_struct(big)
-    bigmap = bytes([0x1B]) + _varint(101) + bytes([0x33]) + bytes(202) + b"\x00"
+    bigmap = bytes([0x1B]) + varint(101) + bytes([0x33]) + bytes(202) + b"\x00"
     with pytest.raises(ThriftError, match=r"map size 101 exceeds the limit 100"):
         decode_struct(bigmap)
 
 
 def test_container_size_larger_than_the_input():
     # a list claiming 2**24 elements in 10 bytes fails before allocating anything
-    data = bytes([0x19, 0xF3]) + _varint(1 << 24) + bytes(10)
+    data = bytes([0x19, 0xF3]) + varint(1 << 24) + bytes(10)
     with pytest.raises(ThriftError, match=r"list size 16777216 exceeds the 10 bytes that remain"):
         decode_struct(data)
-    data = bytes([0x1B]) + _varint(1 << 24) + bytes(10)
+    data = bytes([0x1B]) + varint(1 << 24) + bytes(10)
     with pytest.raises(ThriftError, match=r"map size"):
         decode_struct(data)
 
@@ -203,7 +196,7 @@ def test_string_limit(monkeypatch):
 
 def test_string_longer_than_input():
     with pytest.raises(ThriftError, match=r"length 1000 exceeds the 3 bytes that remain"):
-        decode_struct(bytes([0x18]) + _varint(1000) + b"abc")
+        decode_struct(bytes([0x18]) + varint(1000) + b"abc")
 
 
 @pytest.mark.parametrize(
@@ -224,7 +217,7 @@ def test_varint_length_limit(ttype, max_bytes):
 def test_integer_range(ttype, value):
     zz = (value << 1) ^ (value >> 63)
     with pytest.raises(ThriftError, match="out of range"):
-        decode_struct(bytes([0x10 | ttype]) + _varint(zz & ((1 << 64) - 1)) + b"\x00")
+        decode_struct(bytes([0x10 | ttype]) + varint(zz & ((1 << 64) - 1)) + b"\x00")
 
 
 def test_unknown_types():

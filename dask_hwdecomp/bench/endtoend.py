@@ -181,7 +181,7 @@ def _service_counters() -> dict:
     from ..service.rundir import ServiceUnreachable, service_dir
 
     try:
-        services = node_stats(service_dir(current_options().service_dir or None))
+        services = node_stats(service_dir(current_options().service_dir or None, create=False))
     except ServiceUnreachable:
         services = []
     return {"services": len(services), "gpu_calls": sum(int(s.get("gpu_calls", 0)) for s in services),
@@ -190,18 +190,10 @@ def _service_counters() -> dict:
 
 def _gpu_processes() -> int | None:
     """Processes holding a CUDA context on the node's GPUs (nvidia-smi), None without it."""
-    import shutil
-    import subprocess
+    from .system import nvidia_smi
 
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run([smi, "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return len(out.stdout.split()) if out.returncode == 0 else None
+    text, _ = nvidia_smi("compute-apps=pid")
+    return None if text is None else len(text.split())
 
 
 def _mean_report(reports: list[dict]) -> dict | None:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-__all__ = ["system_info", "format_system"]
+__all__ = ["system_info", "format_system", "nvidia_smi"]
 
 PACKAGES = (
     "dask-hwdecomp",
@@ -46,24 +46,28 @@ def _memory_bytes() -> int | None:
         return None
 
 
-def _gpus() -> tuple[list[dict], str | None]:
-    """GPUs from nvidia-smi, else (empty, why not)."""
+def nvidia_smi(query: str) -> tuple[str | None, str | None]:
+    """(CSV lines of ``nvidia-smi --query-<query> --format=csv,noheader``, None), else (None, why not)."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return [], "nvidia-smi not found"
+        return None, "nvidia-smi not found"
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=name,driver_version,memory.total,pci.bus_id", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
+        out = subprocess.run([smi, f"--query-{query}", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return [], f"nvidia-smi failed: {exc}"
+        return None, f"nvidia-smi failed: {exc}"
     if out.returncode != 0:
-        return [], f"nvidia-smi exited {out.returncode}: {out.stderr.strip()[:200]}"
+        return None, f"nvidia-smi exited {out.returncode}: {out.stderr.strip()[:200]}"
+    return out.stdout, None
+
+
+def _gpus() -> tuple[list[dict], str | None]:
+    """GPUs from nvidia-smi, else (empty, why not)."""
+    text, why = nvidia_smi("gpu=name,driver_version,memory.total,pci.bus_id")
+    if text is None:
+        return [], why
     gpus = []
-    for line in out.stdout.strip().splitlines():
+    for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 4:
             gpus.append({"name": parts[0], "driver": parts[1], "memory": parts[2], "bus_id": parts[3]})

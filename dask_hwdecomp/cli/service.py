@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 __all__ = ["add_parser", "run"]
 
@@ -25,28 +24,10 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _exited(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:  # not ours (cannot be: the directory is ours); do not wait
-            return False
-        try:  # a service this process started (tests): reap it
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
-    return False
-
-
 def run(args) -> int:
     from ..options import current_options
     from ..service import wire
-    from ..service.client import GPU_FACTORIES, node_stats, query, service_command
+    from ..service.client import GPU_FACTORIES, node_stats, query, service_command, wait_for_exit
     from ..service.rundir import ServiceUnreachable, address_for, service_dir
 
     opts = current_options()
@@ -64,7 +45,7 @@ def run(args) -> int:
             except (ServiceUnreachable, OSError):
                 entry["stopped"] = False
             else:  # it finishes its runs first: wait until it is gone
-                entry["stopped"] = _exited(int(entry["service_pid"]), args.timeout_s)
+                entry["stopped"] = wait_for_exit(int(entry["service_pid"]), args.timeout_s)
     if args.json:
         print(json.dumps(found, indent=2))
     elif not found:

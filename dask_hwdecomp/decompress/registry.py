@@ -21,7 +21,7 @@ import threading
 from typing import Any
 
 from ..errors import BackendUnavailableError
-from ..options import Options
+from ..options import GPU_BACKEND_OPTIONS, Options
 
 __all__ = ["probe", "get_backend", "close_all", "BACKEND_MODULES"]
 
@@ -68,10 +68,8 @@ def probe(name: str) -> str | None:
 def _key(name: str, options: Options) -> tuple:
     if name == "cpu":
         return (name, options.cpu_threads)
-    # GPU backends read these at creation (batcher latency, host CRC check,
-    # the deadline, where the service listens).
-    return (name, options.streams, options.batch_bytes, options.batch_latency_ms, options.verify_checksums,
-            options.cpu_threads, options.gpu_timeout_s, options.service_dir)
+    # A GPU backend's own options, and the client's: its deadline, where the service listens.
+    return (name, *(getattr(options, f) for f in GPU_BACKEND_OPTIONS), options.gpu_timeout_s, options.service_dir)
 
 
 def get_backend(name: str, options: Options):

@@ -159,7 +159,8 @@ class Router:
             A page does not decompress to its declared size (or, for GPU
             backends with ``cpu_retry``, not even on the CPU).
         """
-        report.unreachable.update({k: v for k, v in self.unreachable.items() if k not in report.unreachable})
+        for name, why in self.unreachable.items():
+            report.unreachable.setdefault(name, why)
         backends: dict[int, Any] = {}
         groups: dict[int, list[Job]] = {}
         for job in jobs:

@@ -77,7 +77,7 @@ from .rundir import ServiceAddress, ServiceUnreachable, address_for
 from .server import peer_of
 from .shm import SharedBuffer, SharedPool, SharedSegment
 
-__all__ = ["ServiceBackend", "ServiceGone", "GPU_FACTORIES", "start_service", "service_command", "connect", "query", "node_stats"]
+__all__ = ["ServiceBackend", "ServiceGone", "GPU_FACTORIES", "start_service", "service_command", "connect", "query", "node_stats", "wait_for_exit"]
 
 # The backends a node's GPU service hosts, in its one CUDA context.
 GPU_FACTORIES: Mapping[str, str] = {
@@ -149,18 +149,6 @@ def _how_it_ended(pid: int) -> str:
         return "closed its connection"
 
 
-def connect(address: ServiceAddress, timeout_s: float, start: bool = True) -> socket.socket:
-    """A connection to the service of ``address``, started if none listens.
-
-    Raises
-    ------
-    ServiceUnreachable
-        None listens (``start=False``), or the one started exited or did not
-        listen within ``timeout_s``; or the peer is not this user's process.
-    """
-    return _connect(address, time.monotonic() + timeout_s, timeout_s, start)
-
-
 class _StartLock:
     """The right to start the service of an address, held by one reading process at a time.
 
@@ -190,7 +178,16 @@ class _StartLock:
             os.close(fd)
 
 
-def _connect(address: ServiceAddress, deadline: float, timeout_s: float, start: bool) -> socket.socket:
+def connect(address: ServiceAddress, timeout_s: float, start: bool = True) -> socket.socket:
+    """A connection to the service of ``address``, started if none listens.
+
+    Raises
+    ------
+    ServiceUnreachable
+        None listens (``start=False``), or the one started exited or did not
+        listen within ``timeout_s``; or the peer is not this user's process.
+    """
+    deadline = time.monotonic() + timeout_s
     proc: subprocess.Popen | None = None
     lock: _StartLock | None = None
     try:
@@ -271,6 +268,25 @@ def query(socket_path, msg: wire.Message, timeout_s: float = 10.0) -> wire.Messa
         return reply
     finally:
         sock.close()
+
+
+def wait_for_exit(pid: int, timeout_s: float) -> bool:
+    """Whether service ``pid`` exited within ``timeout_s`` (reaped if this process started it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # another user's process: not a service of ours
+            return False
+        try:  # a service this process started stays a zombie until reaped
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
 
 
 def node_stats(directory) -> list[dict]:

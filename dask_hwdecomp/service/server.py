@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptPageError
-from ..options import Options
+from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
 from .rundir import ServiceAddress
 from .shm import SegmentMap
@@ -105,7 +105,6 @@ def _load(factory: str):
     return getattr(importlib.import_module(module), func)
 
 
-_KEY_FIELDS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads")
 
 
 @dataclass
@@ -249,7 +248,7 @@ class Service:
             options = Options(**fields)
         except (TypeError, ValueError) as exc:
             raise wire.WireError(f"invalid options: {exc}") from None
-        key = (name, *(getattr(options, f) for f in _KEY_FIELDS))
+        key = (name, *(getattr(options, f) for f in GPU_BACKEND_OPTIONS))
         with self._lock:
             hosted = self._hosted.get(key)
             if hosted is None:

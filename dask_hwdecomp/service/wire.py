@@ -20,6 +20,7 @@ from __future__ import annotations
 import array
 import dataclasses
 import json
+import os
 import socket
 import struct
 from collections.abc import Sequence
@@ -310,8 +311,6 @@ def receive(sock: socket.socket) -> tuple[Message, bytes, list[int]]:
 
 
 def _close(fd: int) -> None:
-    import os
-
     try:
         os.close(fd)
     except OSError:
