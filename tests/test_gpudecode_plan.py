@@ -15,7 +15,7 @@ from dask_hwdecomp.errors import PageLocation
 from dask_hwdecomp.format.footer import parse_footer
 from dask_hwdecomp.format.pages import chunk_range, scan_chunk
 from dask_hwdecomp.format.structs import DataPageHeader, DataPageHeaderV2, DictionaryPageHeader, PageHeader
-from dask_hwdecomp.gpudecode.plan import plan_file
+from dask_hwdecomp.gpudecode.plan import plan_batch, plan_file
 from dask_hwdecomp.gpudecode.tables import CHUNK, PAGE, Encoding, OutKind, PageKind
 from dask_hwdecomp.gpudecode.types import CpuReason, GpuColumn, classify_column, classify_columns
 
@@ -270,3 +270,167 @@ def test_integer_annotations_must_agree():
     assert classify_column(dec, pa.field("x", pa.decimal128(9, 0))).kind == OutKind.DECIMAL
     assert isinstance(classify_column(dec, pa.field("x", pa.decimal128(9, 1))), CpuReason)
     assert isinstance(classify_column(dec, pa.field("x", pa.decimal256(9, 0))), CpuReason)
+
+
+# --- a batch's images in one host buffer -----------------------------------------------
+
+
+def test_plan_batch_over_images_in_one_host_buffer():
+    from dask_hwdecomp.readpath.batch import Image
+    from dask_hwdecomp.readpath.plan import Piece, PiecePlan
+
+    table = _flat_table()
+    one = _write(table.select(["i32", "s"]), row_group_size=100, data_page_size=128, write_batch_size=16)
+    two = _write(table.select(["s", "b", "f64"]), row_group_size=150, use_dictionary=False)
+    host = np.zeros(64 + len(one) + 64 + len(two), np.uint8)
+    host[64 : 64 + len(one)] = np.frombuffer(one, np.uint8)
+    at = 128 + len(one)
+    host[at : at + len(two)] = np.frombuffer(two, np.uint8)
+    whole = pa.py_buffer(host)
+    images = [
+        Image(PiecePlan(Piece("one.parquet"), None), whole.slice(64, len(one)), [4, 7, 9]),
+        Image(PiecePlan(Piece("two.parquet"), None), whole.slice(at, len(two)), [0, 1]),
+    ]
+    plan = plan_batch(images, ["s", "b", "i32"], host_address=whole.address)
+    assert plan.fallbacks == ({}, {})
+    assert [(c.image, c.row_group, c.name) for c in plan.columns] == [
+        (0, 0, "i32"), (0, 0, "s"), (0, 1, "i32"), (0, 1, "s"), (0, 2, "i32"), (0, 2, "s"),
+        (1, 0, "s"), (1, 0, "b"), (1, 1, "s"), (1, 1, "b")]
+    assert plan.columns[4].page_location(2) == PageLocation("one.parquet", 9, "i32", 2)
+    assert plan.columns[-1].location == PageLocation("two.parquet", 1, "b")
+    assert set(plan.gpu_columns[1]) == {"s", "b"}
+    # the ranges point into the host buffer: ``data`` is each file's planned chunks
+    data = plan.gather(host)
+    alone = [plan_file(one, ["s", "i32"]), plan_file(two, ["s", "b"])]
+    expect = np.concatenate([p.gather(buf) for p, buf in zip(alone, (one, two))])
+    assert np.array_equal(data, expect)
+    assert plan.ranges[0, 0] > 64 and plan.ranges[-1, 0] > at
+    # the records continue across images: rows, dictionary entries, pages
+    assert np.array_equal(plan.chunks["row_base"], np.cumsum(plan.chunks["num_rows"]) - plan.chunks["num_rows"])
+    n0 = len(alone[0].pages)
+    assert np.array_equal(plan.pages["offset"][n0:], alone[1].pages["offset"] + alone[0].data_bytes)
+    assert np.array_equal(plan.pages["row_start"][n0:], alone[1].pages["row_start"] + 2 * table.num_rows)
+    # by default, offsets are from the lowest image
+    assert np.array_equal(plan_batch(images, ["s", "b", "i32"]).ranges[:, 0], plan.ranges[:, 0] - 64)
+
+
+# --- hostile headers: the chunk goes to pyarrow with a reason, never an exception ------
+
+
+def _check_invariants(plan) -> None:
+    """What the kernels rely on, for every chunk the plan keeps."""
+    for c, rec in enumerate(plan.chunks):
+        lo, n = int(rec["first_page"]), int(rec["num_pages"])
+        data_pages = plan.pages[lo : lo + n]
+        assert (data_pages["chunk"] == c).all()
+        assert (data_pages["kind"] != PageKind.DICTIONARY).all()
+        assert int(data_pages["num_values"].sum()) == rec["num_rows"]
+        starts = rec["row_base"] + np.cumsum(data_pages["num_values"]) - data_pages["num_values"]
+        assert np.array_equal(data_pages["row_start"], starts)
+        if rec["dict_page"] >= 0:
+            assert rec["dict_page"] == lo - 1 and plan.pages[lo - 1]["kind"] == PageKind.DICTIONARY
+    assert ((plan.pages["offset"] >= 0) & (plan.pages["offset"] + plan.pages["size"] <= plan.data_bytes)).all()
+    assert (plan.pages["def_bytes"] <= plan.pages["size"]).all()
+
+
+def _rewrite(tmp_path, buf: bytes, transform) -> bytes:
+    from rewrite import rewrite_pages
+
+    src, dst = tmp_path / "src.parquet", tmp_path / "dst.parquet"
+    src.write_bytes(buf)
+    rewrite_pages(src, dst, transform)
+    return dst.read_bytes()
+
+
+def _edit(field: int, sub_field: int, value, *, ttype=None, only_first_data_page: bool = True):
+    from dask_hwdecomp.format.thrift import T
+
+    def transform(p):
+        h = p.header
+        # the first page of column 0, row group 1 (the files have no dictionary pages)
+        if h.get(field) is None or (only_first_data_page and p.page.ordinal) or p.column != 0 or p.row_group != 1:
+            return h, p.body
+        if sub_field == 0:
+            h[field] = (ttype or T.I32, value)
+        else:
+            sub = h.get_value(field).copy()
+            sub[sub_field] = (ttype or T.I32, value)
+            h[field] = (T.STRUCT, sub)
+        return h, p.body
+
+    return transform
+
+
+@pytest.mark.parametrize(
+    "version,field,sub_field,value,reason",
+    [
+        ("1.0", 5, 3, 4, "definition levels of encoding BIT_PACKED"),
+        ("2.0", 8, 6, 1, "v2 page with 1 repetition level bytes"),
+        ("2.0", 8, 5, 1 << 20, "definition level bytes"),
+        ("2.0", 8, 3, 7, "v2 page num_rows 7 differs"),
+        ("1.0", 5, 2, Encoding.DELTA_BYTE_ARRAY, "values of encoding DELTA_BYTE_ARRAY"),
+        ("1.0", 5, 2, 99, "values of encoding 99"),
+        ("1.0", 5, 2, -1, "negative or mistyped"),
+        ("2.0", 8, 4, Encoding.RLE_DICTIONARY, "without a dictionary page"),
+        ("1.0", 5, 1, 3, "data pages hold"),
+        ("1.0", 2, 0, 5, "uncompressed sizes differ"),
+        ("1.0", 1, 0, 1, "page of type 1"),
+        ("1.0", 1, 0, 2, "page header lacks"),
+    ],
+)
+def test_hostile_page_headers_leave_the_column_to_pyarrow(tmp_path, version, field, sub_field, value, reason):
+    table = _flat_table().select(["i32", "f64"])
+    buf = _write(table, data_page_version=version, use_dictionary=False, row_group_size=100,
+                 data_page_size=128, write_batch_size=16)
+    bad = _rewrite(tmp_path, buf, _edit(field, sub_field, value))
+    plan = plan_file(bad, path="bad.parquet")
+    assert list(plan.fallbacks[0]) == ["i32"], plan.fallbacks
+    assert plan.fallbacks[0]["i32"].startswith("row group 1")
+    assert reason in plan.fallbacks[0]["i32"]
+    assert {c.name for c in plan.columns} == {"f64"}
+    _check_invariants(plan)
+
+
+def test_dictionary_page_edits(tmp_path):
+    from dask_hwdecomp.format.thrift import T
+
+    table = _flat_table().select(["s", "f64"])
+    buf = _write(table, row_group_size=100, data_page_size=128, write_batch_size=16)
+
+    def dict_encoding(p):
+        h = p.header
+        if p.column == 0 and p.row_group == 2 and h.get(PageHeader.dictionary_page_header) is not None:
+            sub = h.get_value(PageHeader.dictionary_page_header).copy()
+            sub[2] = (sub.get(2)[0], Encoding.DELTA_BINARY_PACKED)
+            h[PageHeader.dictionary_page_header] = (T.STRUCT, sub)
+        return h, p.body
+
+    plan = plan_file(_rewrite(tmp_path, buf, dict_encoding))
+    assert plan.fallbacks[0] == {"s": "row group 2, page 0: dictionary page of encoding DELTA_BINARY_PACKED"}
+    _check_invariants(plan)
+
+
+def test_corrupt_header_bytes_never_raise_nor_plan_wrong_records():
+    table = _flat_table().select(["i32", "s", "b", "dec"])
+    rng = np.random.default_rng(1)
+    for version in ("1.0", "2.0"):
+        buf = _write(table, data_page_version=version, row_group_size=150, data_page_size=128,
+                     write_batch_size=16)
+        headers = []
+        for rg in range(2):
+            for leaf in range(4):
+                for start, p in _reference_pages(buf, rg, leaf):
+                    headers.extend(range(start + p.header_start, start + p.body_start))
+        clean = plan_file(buf)
+        assert clean.fallbacks == ({},)
+        for _ in range(150):
+            bad = bytearray(buf)
+            for at in rng.choice(headers, size=int(rng.integers(1, 4)), replace=False):
+                bad[at] = int(rng.integers(0, 256))
+            plan = plan_file(bytes(bad))
+            _check_invariants(plan)
+            # a chunk kept on the GPU is the clean one, page for page
+            for rec, info in zip(plan.chunks, plan.columns):
+                same = [k for k, c in enumerate(clean.columns) if (c.row_group, c.name) == (info.row_group, info.name)]
+                assert clean.chunks[same[0]]["num_pages"] == rec["num_pages"]
+                assert clean.chunks[same[0]]["num_rows"] == rec["num_rows"]
