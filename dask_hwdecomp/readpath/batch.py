@@ -128,14 +128,22 @@ def cpu_decode_reason(options: Options, router: Router) -> str:
         return DECODE_CPU
     if not router.gpu_backends:
         return NO_GPU_BACKEND
-    if _column_decoder is None:
+    if _column_decoder is None and not _in_service(router):
         if options.decode == "gpu":
             raise BackendUnavailableError("decode='gpu' was requested but no GPU decoder is installed")
         return NO_GPU_DECODER
     return ""
 
 
-def decode_columns(images: list[Image], router: Router, options: Options, report: ReadReport) -> None:
+def _in_service(router: Router) -> bool:
+    """Whether the batch's GPU backend runs in the GPU service, which hosts the GPU decoder."""
+    from .gpu_columns import decoder_of
+
+    return decoder_of(router) is not None
+
+
+def decode_columns(images: list[Image], router: Router, options: Options, report: ReadReport,
+                   dst: memoryview | None = None) -> None:
     """Decode on the GPU the column chunks it supports, into each image's ``decoded``.
 
     Where the GPU decodes nothing, each image's ``cpu_reason`` says why.
@@ -145,9 +153,16 @@ def decode_columns(images: list[Image], router: Router, options: Options, report
         for image in images:
             image.cpu_reason = why
         return
-    assert _column_decoder is not None
     with report.stage("gpu_decode"):
-        _column_decoder(images, options, report)
+        if _column_decoder is not None:
+            _column_decoder(images, options, report)
+            return
+        from .gpu_columns import decode_on_gpu, decoder_of
+
+        backend = decoder_of(router)
+        if backend is None or dst is None:
+            raise BackendUnavailableError("the GPU decoder needs a GPU backend in the GPU service")
+        decode_on_gpu(images, dst, backend, options, report)
 
 
 class DecompressedBatch:
@@ -214,7 +229,7 @@ def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Option
         with report.stage("scan"):
             layout.fill(dst, src)
         images = build_images(plans, layout, dst)
-        decode_columns(images, router, options, report)
+        decode_columns(images, router, options, report, dst)
     except BaseException:
         buffers.close()
         raise
