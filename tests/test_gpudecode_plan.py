@@ -434,3 +434,41 @@ def test_corrupt_header_bytes_never_raise_nor_plan_wrong_records():
                 same = [k for k, c in enumerate(clean.columns) if (c.row_group, c.name) == (info.row_group, info.name)]
                 assert clean.chunks[same[0]]["num_pages"] == rec["num_pages"]
                 assert clean.chunks[same[0]]["num_rows"] == rec["num_rows"]
+
+
+def test_leaves_match_fields_by_position_not_name():
+    table = pa.table([
+        pa.array([{"x": 1, "y": "a"}, None]),  # two leaves, "s.x" and "s.y"
+        pa.array([1, 2], pa.int32()),
+        pa.array([[1], []]),
+        pa.array([3, 4], pa.int64()),
+        pa.array([{"k": 1}, None], pa.map_(pa.string(), pa.int8())),
+        pa.array([5.0, 6.0]),
+    ], names=["s", "s.x", "l", "a.b", "m", "z"])
+    pf = pq.ParquetFile(io.BytesIO(_write(table)))
+    got = [(c.name, isinstance(c, GpuColumn)) for c in classify_columns(pf.schema, pf.schema_arrow)]
+    assert got == [("s", False), ("s", False), ("s.x", True), ("l", False), ("a.b", True), ("m", False),
+                   ("m", False), ("z", True)]
+    plan = plan_file(_write(table), columns=["s.x", "a.b", "m", "z"])
+    assert plan.fallbacks == ({"m": "nested column"},)
+    assert list(plan.gpu_columns[0]) == ["s.x", "a.b", "z"]
+    dup = pa.table([pa.array([1]), pa.array([2])], names=["a", "a"])
+    pf = pq.ParquetFile(io.BytesIO(_write(dup)))
+    assert classify_columns(pf.schema, pf.schema_arrow) == [CpuReason("a", "duplicate column name")] * 2
+
+
+def test_delta_on_a_double_column_is_not_decoded(tmp_path):
+    table = _flat_table().select(["f64", "i32"])
+    buf = _write(table, use_dictionary=False, row_group_size=100)
+    bad = _rewrite(tmp_path, buf, _edit(5, 2, Encoding.DELTA_BINARY_PACKED))
+    plan = plan_file(bad)
+    assert plan.fallbacks[0] == {"f64": "row group 1, page 0: data page values of encoding DELTA_BINARY_PACKED "
+                                        "(not decoded on the GPU for this type)"}
+
+
+def test_nested_columns_are_selected_by_field_name_or_leaf_path():
+    table = pa.table({"l": pa.array([[1], []]), "i": pa.array([1, 2])})
+    for name in ("l", "l.list.element"):
+        plan = plan_file(_write(table), columns=[name, "i"])
+        assert plan.fallbacks == ({"l": "nested column"},)
+        assert list(plan.gpu_columns[0]) == ["i"]

@@ -39,21 +39,26 @@ from .pagewalk import (
     W_VALUES,
     walk_chunks,
 )
-from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind
-from .types import CpuReason, GpuColumn, classify_columns, dictionary_reason, encoding_table
+from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical
+from .types import CpuReason, GpuColumn, classify_columns, dictionary_reason, encoding_reason
 
 __all__ = ["DecodePlan", "ChunkColumn", "ImageSource", "plan_file", "plan_batch", "plan_sources"]
 
-_NKINDS = max(OutKind) + 1
+_NPHYS = max(Physical) + 1
 _NENC = max(Encoding) + 1
 
 
 def _encoding_tables() -> tuple[np.ndarray, np.ndarray]:
-    allowed = np.zeros((_NKINDS, _NENC), np.uint8)
-    for kind, encodings in encoding_table().items():
-        allowed[kind, list(encodings)] = 1
-    dict_ok = np.array([dictionary_reason(OutKind(k)) is None if k in OutKind._value2member_map_ else 0
-                        for k in range(_NKINDS)], np.uint8)
+    """Per (kind, physical) row (:func:`_class`): the data-page encodings decoded, and whether a dictionary may be."""
+    rows = (max(OutKind) + 1) * _NPHYS
+    allowed = np.zeros((rows, _NENC), np.uint8)
+    dict_ok = np.zeros(rows, np.uint8)
+    for kind in OutKind:
+        for physical in Physical:
+            row = int(kind) * _NPHYS + int(physical)
+            dict_ok[row] = dictionary_reason(kind) is None
+            for enc in Encoding:
+                allowed[row, int(enc)] = encoding_reason(kind, physical, enc) is None
     return allowed, dict_ok
 
 
@@ -251,11 +256,14 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
     md = pf.metadata
     classes = classify_columns(pf.schema, pf.schema_arrow)
     wanted = None if columns is None else set(columns)
+    fields = set(pf.schema_arrow.names)
     gpu: dict[int, GpuColumn] = {}
     fallbacks: dict[str, str] = {}
     for leaf, cls in enumerate(classes):
         if wanted is not None and cls.name not in wanted:
-            continue
+            path = pf.schema.column(leaf).path
+            if path not in wanted or path in fields:
+                continue  # neither its field's name nor its leaf path (not also a field's name) is asked for
         if isinstance(cls, CpuReason):
             fallbacks[cls.name] = cls.reason
         else:
@@ -291,97 +299,129 @@ def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None
     """
     chunk_parts: list[np.ndarray] = []
     page_parts: list[np.ndarray] = []
+    src_parts: list[np.ndarray] = []
     infos: list[ChunkColumn] = []
-    ranges: list[list[int]] = []
     gpu_out: list[dict[str, GpuColumn]] = []
     fallback_out: list[dict[str, str]] = []
-    npages = 0
-    row_base = 0
-    dict_base = 0
-    data_end = 0
+    # running totals over the images: pages, rows, dictionary entries, bytes of ``data``
+    totals = np.zeros(4, np.int64)
     for i, src in enumerate(sources):
         md, gpu, fallbacks, pending = _image_plan(src, columns, None if row_groups is None else row_groups[i],
                                                   read_dictionary)
-        n = len(pending)
-        i64 = np.int64
         res, walked = walk_chunks(
             src.data,
-            np.array([p.start for p in pending], i64),
-            np.array([p.length for p in pending], i64),
-            np.array([p.num_values for p in pending], i64),
-            np.array([p.rows for p in pending], i64),
-            np.array([gpu[p.leaf].max_def for p in pending], i64),
-            np.array([int(gpu[p.leaf].kind) for p in pending], i64),
+            np.array([p.start for p in pending], np.int64),
+            np.array([p.length for p in pending], np.int64),
+            np.array([p.num_values for p in pending], np.int64),
+            np.array([p.rows for p in pending], np.int64),
+            np.array([gpu[p.leaf].max_def for p in pending], np.int64),
+            np.array([_class(gpu[p.leaf]) for p in pending], np.int64),
             _ALLOWED,
             _DICT_OK,
         )
-        for k in range(n):
-            if res[k, S_STATUS]:
-                p = pending[k]
-                name = gpu[p.leaf].name
-                if name not in fallbacks:
-                    fallbacks[name] = _reason(res[k], int(src.row_groups[p.row_group]))
-        keep = [k for k in range(n) if gpu[pending[k].leaf].name not in fallbacks]
-        chunks = np.zeros(len(keep), CHUNK)
-        pages_here: list[np.ndarray] = []
-        for j, k in enumerate(keep):
-            p = pending[k]
+        for k in np.flatnonzero(res[:, S_STATUS]):
+            name = gpu[pending[k].leaf].name
+            if name not in fallbacks:
+                fallbacks[name] = _reason(res[k], int(src.row_groups[pending[k].row_group]))
+        keep = np.array([gpu[p.leaf].name not in fallbacks for p in pending], bool)
+        kept = [p for p, ok in zip(pending, keep) if ok]
+        chunks, pages, src_ranges = _records(src, kept, [gpu[p.leaf] for p in kept], res[keep], walked,
+                                             res, keep, totals)
+        pages["chunk"] += len(infos)
+        for p in kept:
             col = gpu[p.leaf]
-            lo, hi = int(res[k, S_PLO]), int(res[k, S_PHI])
-            ps = walked[lo:hi]
-            end = int(res[k, S_END]) if hi > lo else p.start
-            nbytes = end - p.start
-            src_off = src.base + p.start
-            if ranges and ranges[-1][0] + ranges[-1][1] == src_off:
-                ranges[-1][1] += nbytes
-            elif nbytes:
-                ranges.append([src_off, nbytes, data_end])
-            rec = np.zeros(hi - lo, PAGE)
-            rec["chunk"] = len(infos)
-            rec["kind"] = ps[:, W_KIND]
-            rec["encoding"] = ps[:, W_ENCODING]
-            rec["offset"] = ps[:, W_OFFSET] - p.start + data_end
-            rec["size"] = ps[:, W_SIZE]
-            rec["num_values"] = ps[:, W_VALUES]
-            rec["def_bytes"] = ps[:, W_DEF]
-            data_rows = ps[:, W_ROWS]
-            starts = np.cumsum(data_rows) - data_rows
-            rec["row_start"] = row_base + starts
-            has_dict = hi > lo and ps[0, W_KIND] == PageKind.DICTIONARY
-            c = chunks[j]
-            c["kind"] = int(col.kind)
-            c["physical"] = int(col.physical)
-            c["type_length"] = col.type_length
-            c["width"] = col.width
-            c["max_def"] = col.max_def
-            c["dict_page"] = npages if has_dict else -1
-            c["first_page"] = npages + (1 if has_dict else 0)
-            c["num_pages"] = hi - lo - (1 if has_dict else 0)
-            c["num_rows"] = p.rows
-            c["row_base"] = row_base
-            c["dict_base"] = dict_base
-            c["out_valid"] = c["out_values"] = c["out_data"] = -1
-            if has_dict:
-                dict_base += int(ps[0, W_VALUES])
-            row_base += p.rows
-            npages += hi - lo
-            data_end += nbytes
-            pages_here.append(rec)
             infos.append(ChunkColumn(i, p.row_group, col.name, col.arrow_type,
                                      PageLocation(src.path, int(src.row_groups[p.row_group]), col.name)))
         chunk_parts.append(chunks)
-        page_parts.extend(pages_here)
+        page_parts.append(pages)
+        src_parts.append(src_ranges)
         gpu_out.append({c.name: c for c in gpu.values() if c.name not in fallbacks})
         fallback_out.append(fallbacks)
     return DecodePlan(
         chunks=np.concatenate(chunk_parts) if chunk_parts else np.zeros(0, CHUNK),
         pages=np.concatenate(page_parts) if page_parts else np.zeros(0, PAGE),
-        ranges=np.array(ranges, np.int64).reshape(-1, 3),
-        data_bytes=data_end,
+        ranges=_coalesce(np.concatenate(src_parts) if src_parts else np.zeros((0, 2), np.int64)),
+        data_bytes=int(totals[3]),
         columns=tuple(infos),
         gpu_columns=tuple(gpu_out),
         fallbacks=tuple(fallback_out),
     )
+
+
+def _class(col: GpuColumn) -> int:
+    """Row of the encoding tables for a column: its kind and physical type."""
+    return int(col.kind) * _NPHYS + int(col.physical)
+
+
+def _exclusive(a: np.ndarray) -> np.ndarray:
+    return np.cumsum(a) - a
+
+
+def _records(src: ImageSource, kept: list[_Pending], cols: list[GpuColumn], res: np.ndarray, walked: np.ndarray,
+             res_all: np.ndarray, keep: np.ndarray, totals: np.ndarray):
+    """CHUNK and PAGE records of an image's kept chunks, and their (src_offset, nbytes); advances ``totals``.
+
+    ``res`` are the kept chunks' walk results, ``res_all``/``keep`` all of
+    them (``walked`` holds the pages of every chunk whose walk was OK, some
+    of which a column's fallback drops).
+    """
+    n = len(kept)
+    counts_all = res_all[:, S_PHI] - res_all[:, S_PLO]
+    page_keep = np.repeat(keep, counts_all)
+    wp = walked[page_keep]
+    counts = res[:, S_PHI] - res[:, S_PLO]
+    first = _exclusive(counts)  # first page of each kept chunk in ``wp``
+    has_dict = np.zeros(n, bool)
+    has_dict[counts > 0] = wp[first[counts > 0], W_KIND] == PageKind.DICTIONARY
+    dict_entries = np.where(has_dict, wp[np.minimum(first, max(len(wp) - 1, 0)), W_VALUES] if len(wp) else 0, 0)
+    starts = np.array([p.start for p in kept], np.int64)
+    rows = np.array([p.rows for p in kept], np.int64)
+    ends = np.where(counts > 0, res[:, S_END], starts)
+    nbytes = ends - starts
+    data_off = totals[3] + _exclusive(nbytes)
+    page_base = totals[0] + first
+    row_base = totals[1] + _exclusive(rows)
+
+    chunks = np.zeros(n, CHUNK)
+    chunks["kind"] = [int(c.kind) for c in cols]
+    chunks["physical"] = [int(c.physical) for c in cols]
+    chunks["type_length"] = [c.type_length for c in cols]
+    chunks["width"] = [c.width for c in cols]
+    chunks["max_def"] = [c.max_def for c in cols]
+    chunks["dict_page"] = np.where(has_dict, page_base, -1)
+    chunks["first_page"] = page_base + has_dict
+    chunks["num_pages"] = counts - has_dict
+    chunks["num_rows"] = rows
+    chunks["row_base"] = row_base
+    chunks["dict_base"] = totals[2] + _exclusive(dict_entries)
+    chunks["out_valid"] = chunks["out_values"] = chunks["out_data"] = -1
+
+    pc = np.repeat(np.arange(n), counts)  # each page's kept chunk
+    pages = np.zeros(len(wp), PAGE)
+    pages["chunk"] = pc
+    pages["kind"] = wp[:, W_KIND]
+    pages["encoding"] = wp[:, W_ENCODING]
+    pages["offset"] = wp[:, W_OFFSET] - starts[pc] + data_off[pc]
+    pages["size"] = wp[:, W_SIZE]
+    pages["num_values"] = wp[:, W_VALUES]
+    pages["def_bytes"] = wp[:, W_DEF]
+    before = _exclusive(wp[:, W_ROWS])  # rows of the image's kept pages before each page
+    pages["row_start"] = row_base[pc] + before - (before[first[pc]] if len(wp) else 0)
+
+    totals += (len(wp), int(rows.sum()), int(dict_entries.sum()), int(nbytes.sum()))
+    return chunks, pages, np.stack([src.base + starts, nbytes], axis=1)
+
+
+def _coalesce(spans: np.ndarray) -> np.ndarray:
+    """(src_offset, nbytes, dst_offset) rows: ``spans`` (src_offset, nbytes), laid end to end, adjacent ones merged."""
+    spans = spans[spans[:, 1] > 0]
+    if not len(spans):
+        return np.zeros((0, 3), np.int64)
+    new = np.ones(len(spans), bool)
+    new[1:] = spans[1:, 0] != spans[:-1, 0] + spans[:-1, 1]
+    heads = np.flatnonzero(new)
+    sizes = np.add.reduceat(spans[:, 1], heads)
+    return np.stack([spans[heads, 0], sizes, _exclusive(sizes)], axis=1).astype(np.int64)
 
 
 def _reason(res_row: np.ndarray, row_group: int) -> str:
