@@ -472,3 +472,44 @@ def test_nested_columns_are_selected_by_field_name_or_leaf_path():
         plan = plan_file(_write(table), columns=[name, "i"])
         assert plan.fallbacks == ({"l": "nested column"},)
         assert list(plan.gpu_columns[0]) == ["i"]
+
+
+def _edit_footer(buf: bytes, rg: int, leaf: int, field: int, value: int) -> bytes:
+    """``buf`` with one i64 field of a column chunk's metadata replaced."""
+    import struct
+
+    from dask_hwdecomp.format.structs import ColumnChunk, FileMetaData, RowGroup
+    from dask_hwdecomp.format.thrift import T, encode_struct
+
+    footer = parse_footer(buf, len(buf), "mem")
+    meta = footer.meta.copy()
+    groups = [g.copy() for g in footer.row_groups]
+    chunks = [c.copy() for c in footer.column_chunks(rg)]
+    md = chunks[leaf].get_value(ColumnChunk.meta_data).copy()
+    md[field] = (T.I64, value)
+    chunks[leaf][ColumnChunk.meta_data] = (T.STRUCT, md)
+    groups[rg][RowGroup.columns] = (T.LIST, (T.STRUCT, chunks))
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, groups))
+    encoded = encode_struct(meta)
+    return buf[: footer.footer_offset] + encoded + struct.pack("<I", len(encoded)) + b"PAR1"
+
+
+@pytest.mark.parametrize(
+    "field,value,reason",
+    [
+        (9, 2, "outside the file's data area"),  # data_page_offset
+        (9, 1 << 40, "outside the file's data area"),
+        (7, 1 << 40, "outside the file's data area"),  # total_compressed_size
+        (7, 20, "page header does not decode"),
+        (7, 300, "page runs past its column chunk"),
+        (5, 7, "column chunk holds 7 values for 100 rows"),  # num_values
+    ],
+)
+def test_hostile_chunk_metadata_leaves_the_column_to_pyarrow(field, value, reason):
+    table = _flat_table().select(["i32", "f64"])
+    buf = _write(table, use_dictionary=False, row_group_size=100)
+    plan = plan_file(_edit_footer(buf, 2, 0, field, value))
+    assert list(plan.fallbacks[0]) == ["i32"]
+    assert plan.fallbacks[0]["i32"].startswith("row group 2")
+    assert reason in plan.fallbacks[0]["i32"]
+    _check_invariants(plan)

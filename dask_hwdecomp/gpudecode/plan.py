@@ -233,9 +233,8 @@ def _footer_offset(data: np.ndarray) -> int:
     return size - 8 - int.from_bytes(data[size - 8 : size - 4].tobytes(), "little")
 
 
-def _chunk_bytes(md, rg: int, leaf: int, footer: int) -> tuple[int, int] | str:
-    """(start, length) of a column chunk of a file whose footer starts at ``footer``, or why not."""
-    cc = md.row_group(rg).column(leaf)
+def _chunk_bytes(cc, footer: int) -> tuple[int, int] | str:
+    """(start, length) of a column chunk (its pyarrow metadata) in a file whose footer starts at ``footer``, or why not."""
     if cc.compression != "UNCOMPRESSED":
         return f"column chunk compressed with {cc.compression}"
     if cc.num_values == 0:
@@ -272,15 +271,17 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
     pending: list[_Pending] = []
     footer = _footer_offset(src.data)
     for rg in groups:
-        rows = md.row_group(rg).num_rows
-        for leaf, col in list(gpu.items()):
+        rg_meta = md.row_group(rg)
+        rows = rg_meta.num_rows
+        for leaf, col in gpu.items():
             if col.name in fallbacks:
                 continue
-            got = _chunk_bytes(md, rg, leaf, footer)
+            cc = rg_meta.column(leaf)
+            got = _chunk_bytes(cc, footer)
             if isinstance(got, str):
                 fallbacks[col.name] = f"row group {src.row_groups[rg]}: {got}"
                 continue
-            num_values = md.row_group(rg).column(leaf).num_values
+            num_values = cc.num_values
             if num_values != rows:
                 fallbacks[col.name] = (f"row group {src.row_groups[rg]}: column chunk holds {num_values} values "
                                        f"for {rows} rows")
