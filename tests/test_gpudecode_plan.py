@@ -513,3 +513,23 @@ def test_hostile_chunk_metadata_leaves_the_column_to_pyarrow(field, value, reaso
     assert plan.fallbacks[0]["i32"].startswith("row group 2")
     assert reason in plan.fallbacks[0]["i32"]
     _check_invariants(plan)
+
+
+def test_page_locations_name_the_page_as_the_file_holds_it():
+    table = _flat_table().select(["s", "f64"])
+    buf = _write(table, row_group_size=100, data_page_size=64, write_batch_size=8, use_dictionary=["s"])
+    plan = plan_file(buf, row_groups=[2, 0], path="f.parquet")
+    md = pq.ParquetFile(io.BytesIO(buf)).metadata
+    leaf_of = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    seen = 0
+    for p in range(len(plan.pages)):
+        where = plan.page_location(p)
+        info = plan.columns[int(plan.pages[p]["chunk"])]
+        assert (where.file, where.row_group, where.column) == ("f.parquet", info.row_group, info.name)
+        ref = _reference_pages(buf, info.row_group, leaf_of[info.name])
+        start, page = ref[where.page]
+        assert plan.pages[p]["size"] == page.uncompressed_size
+        assert plan.pages[p]["kind"] == {2: PageKind.DICTIONARY, 0: PageKind.DATA_V1}[page.page_type]
+        seen += where.page == len(ref) - 1
+    assert seen == len(plan.chunks)
+    assert plan.page_location(1) == PageLocation("f.parquet", 2, "s", 1)

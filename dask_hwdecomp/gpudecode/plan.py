@@ -107,14 +107,18 @@ class ImageSource:
         Offset of its first byte in the batch's host buffer.
     path : str
         The original file, for errors.
-    row_groups : sequence of int
-        Original row group of each of its row groups.
+    row_groups : sequence of int or None
+        Original row group of each of its row groups (None: the same).
     """
 
     data: np.ndarray
     base: int
     path: str
-    row_groups: Sequence[int]
+    row_groups: Sequence[int] | None
+
+    def original_row_group(self, rg: int) -> int:
+        """The original file's row group of row group ``rg`` of this file."""
+        return rg if self.row_groups is None else int(self.row_groups[rg])
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,18 @@ class DecodePlan:
     gpu_columns: tuple[dict[str, GpuColumn], ...]
     fallbacks: tuple[dict[str, str], ...]
 
+    def page_location(self, page: int) -> PageLocation:
+        """Where PAGE record ``page`` lies: file, original row group, column and the page's ordinal in its chunk.
+
+        Ordinals count every page of the chunk as the file holds them, the
+        dictionary page included (the planner keeps only chunks whose pages
+        are all data or dictionary pages).
+        """
+        c = int(self.pages[page]["chunk"])
+        rec = self.chunks[c]
+        first = int(rec["dict_page"]) if int(rec["dict_page"]) >= 0 else int(rec["first_page"])
+        return self.columns[c].page_location(page - first)
+
     def gather(self, host) -> np.ndarray:
         """``data`` on the host: the planned ranges of ``host`` (the batch's host buffer) copied together."""
         src = np.frombuffer(host, np.uint8)
@@ -170,7 +186,8 @@ def plan_file(buf, columns: Collection[str] | None = None, row_groups: Sequence[
     buf : buffer
         The whole file (written without compression, or an image).
     columns : collection of str, optional
-        Leaf column names to read (None: all).
+        Columns to read: top-level field names (a flat column's leaf name is
+        its field's), or leaf paths of nested columns (None: all).
     row_groups : sequence of int, optional
         Row groups to read, in order (None: all).
     path : str
@@ -182,14 +199,15 @@ def plan_file(buf, columns: Collection[str] | None = None, row_groups: Sequence[
     -------
     DecodePlan
         With ``ranges`` relative to ``buf``; one image.
+
+    Raises
+    ------
+    pyarrow.ArrowException
+        Only where pyarrow cannot open the file's footer (anything wrong in
+        a column chunk or page leaves the column to pyarrow instead).
     """
-    data = _as_bytes(buf)
-    return plan_sources([ImageSource(data, 0, path, range(_num_row_groups(data)))], columns,
-                        row_groups=[row_groups], read_dictionary=read_dictionary)
-
-
-def _num_row_groups(data: np.ndarray) -> int:
-    return pq.ParquetFile(pa.py_buffer(data)).metadata.num_row_groups
+    return plan_sources([ImageSource(_as_bytes(buf), 0, path, None)], columns, row_groups=[row_groups],
+                        read_dictionary=read_dictionary)
 
 
 def plan_batch(images, columns: Collection[str] | None = None, *, host_address: int | None = None,
@@ -201,12 +219,22 @@ def plan_batch(images, columns: Collection[str] | None = None, *, host_address: 
     images : list of dask_hwdecomp.readpath.batch.Image
         In one host buffer.
     columns : collection of str, optional
-        Leaf column names to read (None: all).
+        Columns to read: top-level field names (a flat column's leaf name is
+        its field's), or leaf paths of nested columns (None: all).
     host_address : int, optional
         Address of the host buffer's first byte (``ranges`` are relative to
         it); by default the lowest image address.
     read_dictionary : collection of str
         Columns pyarrow reads as dictionaries (left to it).
+
+    Returns
+    -------
+    DecodePlan
+
+    Raises
+    ------
+    pyarrow.ArrowException
+        Only where pyarrow cannot open an image's footer.
     """
     if host_address is None:
         host_address = min((im.buffer.address for im in images), default=0)
@@ -279,11 +307,11 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
             cc = rg_meta.column(leaf)
             got = _chunk_bytes(cc, footer)
             if isinstance(got, str):
-                fallbacks[col.name] = f"row group {src.row_groups[rg]}: {got}"
+                fallbacks[col.name] = f"row group {src.original_row_group(rg)}: {got}"
                 continue
             num_values = cc.num_values
             if num_values != rows:
-                fallbacks[col.name] = (f"row group {src.row_groups[rg]}: column chunk holds {num_values} values "
+                fallbacks[col.name] = (f"row group {src.original_row_group(rg)}: column chunk holds {num_values} values "
                                        f"for {rows} rows")
                 continue
             pending.append(_Pending(leaf, rg, got[0], got[1], num_values, rows))
@@ -323,7 +351,7 @@ def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None
         for k in np.flatnonzero(res[:, S_STATUS]):
             name = gpu[pending[k].leaf].name
             if name not in fallbacks:
-                fallbacks[name] = _reason(res[k], int(src.row_groups[pending[k].row_group]))
+                fallbacks[name] = _reason(res[k], src.original_row_group(pending[k].row_group))
         keep = np.array([gpu[p.leaf].name not in fallbacks for p in pending], bool)
         kept = [p for p, ok in zip(pending, keep) if ok]
         chunks, pages, src_ranges = _records(src, kept, [gpu[p.leaf] for p in kept], res[keep], walked,
@@ -332,7 +360,7 @@ def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None
         for p in kept:
             col = gpu[p.leaf]
             infos.append(ChunkColumn(i, p.row_group, col.name, col.arrow_type,
-                                     PageLocation(src.path, int(src.row_groups[p.row_group]), col.name)))
+                                     PageLocation(src.path, src.original_row_group(p.row_group), col.name)))
         chunk_parts.append(chunks)
         page_parts.append(pages)
         src_parts.append(src_ranges)
