@@ -389,6 +389,7 @@ def test_hostile_page_headers_leave_the_column_to_pyarrow(tmp_path, version, fie
     assert reason in plan.fallbacks[0]["i32"]
     assert {c.name for c in plan.columns} == {"f64"}
     _check_invariants(plan)
+    _check_against_reference(bad, plan)  # the kept column's pages are exactly the file's
 
 
 def test_dictionary_page_edits(tmp_path):
@@ -434,3 +435,104 @@ def test_corrupt_header_bytes_never_raise_nor_plan_wrong_records():
                 same = [k for k, c in enumerate(clean.columns) if (c.row_group, c.name) == (info.row_group, info.name)]
                 assert clean.chunks[same[0]]["num_pages"] == rec["num_pages"]
                 assert clean.chunks[same[0]]["num_rows"] == rec["num_rows"]
+
+
+def test_leaves_match_fields_by_position_not_name():
+    table = pa.table([
+        pa.array([{"x": 1, "y": "a"}, None]),  # two leaves, "s.x" and "s.y"
+        pa.array([1, 2], pa.int32()),
+        pa.array([[1], []]),
+        pa.array([3, 4], pa.int64()),
+        pa.array([{"k": 1}, None], pa.map_(pa.string(), pa.int8())),
+        pa.array([5.0, 6.0]),
+    ], names=["s", "s.x", "l", "a.b", "m", "z"])
+    pf = pq.ParquetFile(io.BytesIO(_write(table)))
+    got = [(c.name, isinstance(c, GpuColumn)) for c in classify_columns(pf.schema, pf.schema_arrow)]
+    assert got == [("s", False), ("s", False), ("s.x", True), ("l", False), ("a.b", True), ("m", False),
+                   ("m", False), ("z", True)]
+    plan = plan_file(_write(table), columns=["s.x", "a.b", "m", "z"])
+    assert plan.fallbacks == ({"m": "nested column"},)
+    assert list(plan.gpu_columns[0]) == ["s.x", "a.b", "z"]
+    dup = pa.table([pa.array([1]), pa.array([2])], names=["a", "a"])
+    pf = pq.ParquetFile(io.BytesIO(_write(dup)))
+    assert classify_columns(pf.schema, pf.schema_arrow) == [CpuReason("a", "duplicate column name")] * 2
+
+
+def test_delta_on_a_double_column_is_not_decoded(tmp_path):
+    table = _flat_table().select(["f64", "i32"])
+    buf = _write(table, use_dictionary=False, row_group_size=100)
+    bad = _rewrite(tmp_path, buf, _edit(5, 2, Encoding.DELTA_BINARY_PACKED))
+    plan = plan_file(bad)
+    assert plan.fallbacks[0] == {"f64": "row group 1, page 0: data page values of encoding DELTA_BINARY_PACKED "
+                                        "(not decoded on the GPU for this type)"}
+
+
+def test_nested_columns_are_selected_by_field_name_or_leaf_path():
+    table = pa.table({"l": pa.array([[1], []]), "i": pa.array([1, 2])})
+    for name in ("l", "l.list.element"):
+        plan = plan_file(_write(table), columns=[name, "i"])
+        assert plan.fallbacks == ({"l": "nested column"},)
+        assert list(plan.gpu_columns[0]) == ["i"]
+
+
+def _edit_footer(buf: bytes, rg: int, leaf: int, field: int, value: int) -> bytes:
+    """``buf`` with one i64 field of a column chunk's metadata replaced."""
+    import struct
+
+    from dask_hwdecomp.format.structs import ColumnChunk, FileMetaData, RowGroup
+    from dask_hwdecomp.format.thrift import T, encode_struct
+
+    footer = parse_footer(buf, len(buf), "mem")
+    meta = footer.meta.copy()
+    groups = [g.copy() for g in footer.row_groups]
+    chunks = [c.copy() for c in footer.column_chunks(rg)]
+    md = chunks[leaf].get_value(ColumnChunk.meta_data).copy()
+    md[field] = (T.I64, value)
+    chunks[leaf][ColumnChunk.meta_data] = (T.STRUCT, md)
+    groups[rg][RowGroup.columns] = (T.LIST, (T.STRUCT, chunks))
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, groups))
+    encoded = encode_struct(meta)
+    return buf[: footer.footer_offset] + encoded + struct.pack("<I", len(encoded)) + b"PAR1"
+
+
+@pytest.mark.parametrize(
+    "field,value,reason",
+    [
+        (9, 2, "outside the file's data area"),  # data_page_offset
+        (9, 1 << 40, "outside the file's data area"),
+        (7, 1 << 40, "outside the file's data area"),  # total_compressed_size
+        (7, 20, "page header does not decode"),
+        (7, 300, "page runs past its column chunk"),
+        (5, 7, "column chunk holds 7 values for 100 rows"),  # num_values
+    ],
+)
+def test_hostile_chunk_metadata_leaves_the_column_to_pyarrow(field, value, reason):
+    table = _flat_table().select(["i32", "f64"])
+    buf = _write(table, use_dictionary=False, row_group_size=100)
+    bad = _edit_footer(buf, 2, 0, field, value)
+    plan = plan_file(bad)
+    assert list(plan.fallbacks[0]) == ["i32"]
+    assert plan.fallbacks[0]["i32"].startswith("row group 2")
+    assert reason in plan.fallbacks[0]["i32"]
+    _check_invariants(plan)
+    _check_against_reference(bad, plan)
+
+
+def test_page_locations_name_the_page_as_the_file_holds_it():
+    table = _flat_table().select(["s", "f64"])
+    buf = _write(table, row_group_size=100, data_page_size=64, write_batch_size=8, use_dictionary=["s"])
+    plan = plan_file(buf, row_groups=[2, 0], path="f.parquet")
+    md = pq.ParquetFile(io.BytesIO(buf)).metadata
+    leaf_of = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    seen = 0
+    for p in range(len(plan.pages)):
+        where = plan.page_location(p)
+        info = plan.columns[int(plan.pages[p]["chunk"])]
+        assert (where.file, where.row_group, where.column) == ("f.parquet", info.row_group, info.name)
+        ref = _reference_pages(buf, info.row_group, leaf_of[info.name])
+        start, page = ref[where.page]
+        assert plan.pages[p]["size"] == page.uncompressed_size
+        assert plan.pages[p]["kind"] == {2: PageKind.DICTIONARY, 0: PageKind.DATA_V1}[page.page_type]
+        seen += where.page == len(ref) - 1
+    assert seen == len(plan.chunks)
+    assert plan.page_location(1) == PageLocation("f.parquet", 2, "s", 1)

@@ -143,7 +143,7 @@ def _grow(a, need):
 
 
 @njit(nogil=True, cache=True)
-def walk_chunks(buf, starts, lengths, want_values, rows, max_def, kind, allowed, dict_ok):
+def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, dict_ok):
     """Walk and check the pages of every chunk ``buf[starts[c] : starts[c] + lengths[c]]``.
 
     Pages are read, as the reference scan reads them, until the chunk's
@@ -154,12 +154,13 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, kind, allowed,
     buf : uint8 array
     starts, lengths, want_values, rows : int64 arrays
         Per chunk: first byte, bytes, metadata values, row group rows.
-    max_def, kind : int64 arrays
-        Per chunk: 0 or 1, and its ``tables.OutKind``.
-    allowed : uint8 array (kinds, encodings)
-        1 where the GPU decodes data-page values of that encoding for that kind.
-    dict_ok : uint8 array (kinds,)
-        1 where the kind may be dictionary encoded.
+    max_def, cls : int64 arrays
+        Per chunk: 0 or 1, and its row of the encoding tables (its output
+        kind and physical type).
+    allowed : uint8 array (classes, encodings)
+        1 where the GPU decodes data-page values of that encoding for that class.
+    dict_ok : uint8 array (classes,)
+        1 where the class may be dictionary encoded.
 
     Returns
     -------
@@ -220,7 +221,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, kind, allowed,
                 if ordinal != 0:
                     status = R_DICT_POS
                     break
-                if dict_ok[kind[c]] == 0:
+                if dict_ok[cls[c]] == 0:
                     status = R_DICT_KIND
                     break
                 if vals[1] != _PLAIN and vals[1] != _PLAIN_DICTIONARY:
@@ -279,7 +280,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, kind, allowed,
                 break
             if ptype != _DICTIONARY:
                 enc = pages[npg, W_ENCODING]
-                if enc < 0 or enc >= allowed.shape[1] or allowed[kind[c], enc] == 0:
+                if enc < 0 or enc >= allowed.shape[1] or allowed[cls[c], enc] == 0:
                     status = R_ENCODING
                     detail = enc
                     break

@@ -39,21 +39,26 @@ from .pagewalk import (
     W_VALUES,
     walk_chunks,
 )
-from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind
-from .types import CpuReason, GpuColumn, classify_columns, dictionary_reason, encoding_table
+from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical
+from .types import CpuReason, GpuColumn, classify_columns, dictionary_reason, encoding_reason
 
 __all__ = ["DecodePlan", "ChunkColumn", "ImageSource", "plan_file", "plan_batch", "plan_sources"]
 
-_NKINDS = max(OutKind) + 1
+_NPHYS = max(Physical) + 1
 _NENC = max(Encoding) + 1
 
 
 def _encoding_tables() -> tuple[np.ndarray, np.ndarray]:
-    allowed = np.zeros((_NKINDS, _NENC), np.uint8)
-    for kind, encodings in encoding_table().items():
-        allowed[kind, list(encodings)] = 1
-    dict_ok = np.array([dictionary_reason(OutKind(k)) is None if k in OutKind._value2member_map_ else 0
-                        for k in range(_NKINDS)], np.uint8)
+    """Per (kind, physical) row (:func:`_class`): the data-page encodings decoded, and whether a dictionary may be."""
+    rows = (max(OutKind) + 1) * _NPHYS
+    allowed = np.zeros((rows, _NENC), np.uint8)
+    dict_ok = np.zeros(rows, np.uint8)
+    for kind in OutKind:
+        for physical in Physical:
+            row = int(kind) * _NPHYS + int(physical)
+            dict_ok[row] = dictionary_reason(kind) is None
+            for enc in Encoding:
+                allowed[row, int(enc)] = encoding_reason(kind, physical, enc) is None
     return allowed, dict_ok
 
 
@@ -102,14 +107,18 @@ class ImageSource:
         Offset of its first byte in the batch's host buffer.
     path : str
         The original file, for errors.
-    row_groups : sequence of int
-        Original row group of each of its row groups.
+    row_groups : sequence of int or None
+        Original row group of each of its row groups (None: the same).
     """
 
     data: np.ndarray
     base: int
     path: str
-    row_groups: Sequence[int]
+    row_groups: Sequence[int] | None
+
+    def original_row_group(self, rg: int) -> int:
+        """The original file's row group of row group ``rg`` of this file."""
+        return rg if self.row_groups is None else int(self.row_groups[rg])
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,18 @@ class DecodePlan:
     gpu_columns: tuple[dict[str, GpuColumn], ...]
     fallbacks: tuple[dict[str, str], ...]
 
+    def page_location(self, page: int) -> PageLocation:
+        """Where PAGE record ``page`` lies: file, original row group, column and the page's ordinal in its chunk.
+
+        Ordinals count every page of the chunk as the file holds them, the
+        dictionary page included (the planner keeps only chunks whose pages
+        are all data or dictionary pages).
+        """
+        c = int(self.pages[page]["chunk"])
+        rec = self.chunks[c]
+        first = int(rec["dict_page"]) if int(rec["dict_page"]) >= 0 else int(rec["first_page"])
+        return self.columns[c].page_location(page - first)
+
     def gather(self, host) -> np.ndarray:
         """``data`` on the host: the planned ranges of ``host`` (the batch's host buffer) copied together."""
         src = np.frombuffer(host, np.uint8)
@@ -165,7 +186,8 @@ def plan_file(buf, columns: Collection[str] | None = None, row_groups: Sequence[
     buf : buffer
         The whole file (written without compression, or an image).
     columns : collection of str, optional
-        Leaf column names to read (None: all).
+        Columns to read: top-level field names (a flat column's leaf name is
+        its field's), or leaf paths of nested columns (None: all).
     row_groups : sequence of int, optional
         Row groups to read, in order (None: all).
     path : str
@@ -177,14 +199,15 @@ def plan_file(buf, columns: Collection[str] | None = None, row_groups: Sequence[
     -------
     DecodePlan
         With ``ranges`` relative to ``buf``; one image.
+
+    Raises
+    ------
+    pyarrow.ArrowException
+        Only where pyarrow cannot open the file's footer (anything wrong in
+        a column chunk or page leaves the column to pyarrow instead).
     """
-    data = _as_bytes(buf)
-    return plan_sources([ImageSource(data, 0, path, range(_num_row_groups(data)))], columns,
-                        row_groups=[row_groups], read_dictionary=read_dictionary)
-
-
-def _num_row_groups(data: np.ndarray) -> int:
-    return pq.ParquetFile(pa.py_buffer(data)).metadata.num_row_groups
+    return plan_sources([ImageSource(_as_bytes(buf), 0, path, None)], columns, row_groups=[row_groups],
+                        read_dictionary=read_dictionary)
 
 
 def plan_batch(images, columns: Collection[str] | None = None, *, host_address: int | None = None,
@@ -196,12 +219,22 @@ def plan_batch(images, columns: Collection[str] | None = None, *, host_address: 
     images : list of dask_hwdecomp.readpath.batch.Image
         In one host buffer.
     columns : collection of str, optional
-        Leaf column names to read (None: all).
+        Columns to read: top-level field names (a flat column's leaf name is
+        its field's), or leaf paths of nested columns (None: all).
     host_address : int, optional
         Address of the host buffer's first byte (``ranges`` are relative to
         it); by default the lowest image address.
     read_dictionary : collection of str
         Columns pyarrow reads as dictionaries (left to it).
+
+    Returns
+    -------
+    DecodePlan
+
+    Raises
+    ------
+    pyarrow.ArrowException
+        Only where pyarrow cannot open an image's footer.
     """
     if host_address is None:
         host_address = min((im.buffer.address for im in images), default=0)
@@ -228,9 +261,8 @@ def _footer_offset(data: np.ndarray) -> int:
     return size - 8 - int.from_bytes(data[size - 8 : size - 4].tobytes(), "little")
 
 
-def _chunk_bytes(md, rg: int, leaf: int, footer: int) -> tuple[int, int] | str:
-    """(start, length) of a column chunk of a file whose footer starts at ``footer``, or why not."""
-    cc = md.row_group(rg).column(leaf)
+def _chunk_bytes(cc, footer: int) -> tuple[int, int] | str:
+    """(start, length) of a column chunk (its pyarrow metadata) in a file whose footer starts at ``footer``, or why not."""
     if cc.compression != "UNCOMPRESSED":
         return f"column chunk compressed with {cc.compression}"
     if cc.num_values == 0:
@@ -251,11 +283,14 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
     md = pf.metadata
     classes = classify_columns(pf.schema, pf.schema_arrow)
     wanted = None if columns is None else set(columns)
+    fields = set(pf.schema_arrow.names)
     gpu: dict[int, GpuColumn] = {}
     fallbacks: dict[str, str] = {}
     for leaf, cls in enumerate(classes):
         if wanted is not None and cls.name not in wanted:
-            continue
+            path = pf.schema.column(leaf).path
+            if path not in wanted or path in fields:
+                continue  # neither its field's name nor its leaf path (not also a field's name) is asked for
         if isinstance(cls, CpuReason):
             fallbacks[cls.name] = cls.reason
         else:
@@ -264,17 +299,19 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
     pending: list[_Pending] = []
     footer = _footer_offset(src.data)
     for rg in groups:
-        rows = md.row_group(rg).num_rows
-        for leaf, col in list(gpu.items()):
+        rg_meta = md.row_group(rg)
+        rows = rg_meta.num_rows
+        for leaf, col in gpu.items():
             if col.name in fallbacks:
                 continue
-            got = _chunk_bytes(md, rg, leaf, footer)
+            cc = rg_meta.column(leaf)
+            got = _chunk_bytes(cc, footer)
             if isinstance(got, str):
-                fallbacks[col.name] = f"row group {src.row_groups[rg]}: {got}"
+                fallbacks[col.name] = f"row group {src.original_row_group(rg)}: {got}"
                 continue
-            num_values = md.row_group(rg).column(leaf).num_values
+            num_values = cc.num_values
             if num_values != rows:
-                fallbacks[col.name] = (f"row group {src.row_groups[rg]}: column chunk holds {num_values} values "
+                fallbacks[col.name] = (f"row group {src.original_row_group(rg)}: column chunk holds {num_values} values "
                                        f"for {rows} rows")
                 continue
             pending.append(_Pending(leaf, rg, got[0], got[1], num_values, rows))
@@ -291,97 +328,129 @@ def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None
     """
     chunk_parts: list[np.ndarray] = []
     page_parts: list[np.ndarray] = []
+    src_parts: list[np.ndarray] = []
     infos: list[ChunkColumn] = []
-    ranges: list[list[int]] = []
     gpu_out: list[dict[str, GpuColumn]] = []
     fallback_out: list[dict[str, str]] = []
-    npages = 0
-    row_base = 0
-    dict_base = 0
-    data_end = 0
+    # running totals over the images: pages, rows, dictionary entries, bytes of ``data``
+    totals = np.zeros(4, np.int64)
     for i, src in enumerate(sources):
         md, gpu, fallbacks, pending = _image_plan(src, columns, None if row_groups is None else row_groups[i],
                                                   read_dictionary)
-        n = len(pending)
-        i64 = np.int64
         res, walked = walk_chunks(
             src.data,
-            np.array([p.start for p in pending], i64),
-            np.array([p.length for p in pending], i64),
-            np.array([p.num_values for p in pending], i64),
-            np.array([p.rows for p in pending], i64),
-            np.array([gpu[p.leaf].max_def for p in pending], i64),
-            np.array([int(gpu[p.leaf].kind) for p in pending], i64),
+            np.array([p.start for p in pending], np.int64),
+            np.array([p.length for p in pending], np.int64),
+            np.array([p.num_values for p in pending], np.int64),
+            np.array([p.rows for p in pending], np.int64),
+            np.array([gpu[p.leaf].max_def for p in pending], np.int64),
+            np.array([_class(gpu[p.leaf]) for p in pending], np.int64),
             _ALLOWED,
             _DICT_OK,
         )
-        for k in range(n):
-            if res[k, S_STATUS]:
-                p = pending[k]
-                name = gpu[p.leaf].name
-                if name not in fallbacks:
-                    fallbacks[name] = _reason(res[k], int(src.row_groups[p.row_group]))
-        keep = [k for k in range(n) if gpu[pending[k].leaf].name not in fallbacks]
-        chunks = np.zeros(len(keep), CHUNK)
-        pages_here: list[np.ndarray] = []
-        for j, k in enumerate(keep):
-            p = pending[k]
+        for k in np.flatnonzero(res[:, S_STATUS]):
+            name = gpu[pending[k].leaf].name
+            if name not in fallbacks:
+                fallbacks[name] = _reason(res[k], src.original_row_group(pending[k].row_group))
+        keep = np.array([gpu[p.leaf].name not in fallbacks for p in pending], bool)
+        kept = [p for p, ok in zip(pending, keep) if ok]
+        chunks, pages, src_ranges = _records(src, kept, [gpu[p.leaf] for p in kept], res[keep], walked,
+                                             res, keep, totals)
+        pages["chunk"] += len(infos)
+        for p in kept:
             col = gpu[p.leaf]
-            lo, hi = int(res[k, S_PLO]), int(res[k, S_PHI])
-            ps = walked[lo:hi]
-            end = int(res[k, S_END]) if hi > lo else p.start
-            nbytes = end - p.start
-            src_off = src.base + p.start
-            if ranges and ranges[-1][0] + ranges[-1][1] == src_off:
-                ranges[-1][1] += nbytes
-            elif nbytes:
-                ranges.append([src_off, nbytes, data_end])
-            rec = np.zeros(hi - lo, PAGE)
-            rec["chunk"] = len(infos)
-            rec["kind"] = ps[:, W_KIND]
-            rec["encoding"] = ps[:, W_ENCODING]
-            rec["offset"] = ps[:, W_OFFSET] - p.start + data_end
-            rec["size"] = ps[:, W_SIZE]
-            rec["num_values"] = ps[:, W_VALUES]
-            rec["def_bytes"] = ps[:, W_DEF]
-            data_rows = ps[:, W_ROWS]
-            starts = np.cumsum(data_rows) - data_rows
-            rec["row_start"] = row_base + starts
-            has_dict = hi > lo and ps[0, W_KIND] == PageKind.DICTIONARY
-            c = chunks[j]
-            c["kind"] = int(col.kind)
-            c["physical"] = int(col.physical)
-            c["type_length"] = col.type_length
-            c["width"] = col.width
-            c["max_def"] = col.max_def
-            c["dict_page"] = npages if has_dict else -1
-            c["first_page"] = npages + (1 if has_dict else 0)
-            c["num_pages"] = hi - lo - (1 if has_dict else 0)
-            c["num_rows"] = p.rows
-            c["row_base"] = row_base
-            c["dict_base"] = dict_base
-            c["out_valid"] = c["out_values"] = c["out_data"] = -1
-            if has_dict:
-                dict_base += int(ps[0, W_VALUES])
-            row_base += p.rows
-            npages += hi - lo
-            data_end += nbytes
-            pages_here.append(rec)
             infos.append(ChunkColumn(i, p.row_group, col.name, col.arrow_type,
-                                     PageLocation(src.path, int(src.row_groups[p.row_group]), col.name)))
+                                     PageLocation(src.path, src.original_row_group(p.row_group), col.name)))
         chunk_parts.append(chunks)
-        page_parts.extend(pages_here)
+        page_parts.append(pages)
+        src_parts.append(src_ranges)
         gpu_out.append({c.name: c for c in gpu.values() if c.name not in fallbacks})
         fallback_out.append(fallbacks)
     return DecodePlan(
         chunks=np.concatenate(chunk_parts) if chunk_parts else np.zeros(0, CHUNK),
         pages=np.concatenate(page_parts) if page_parts else np.zeros(0, PAGE),
-        ranges=np.array(ranges, np.int64).reshape(-1, 3),
-        data_bytes=data_end,
+        ranges=_coalesce(np.concatenate(src_parts) if src_parts else np.zeros((0, 2), np.int64)),
+        data_bytes=int(totals[3]),
         columns=tuple(infos),
         gpu_columns=tuple(gpu_out),
         fallbacks=tuple(fallback_out),
     )
+
+
+def _class(col: GpuColumn) -> int:
+    """Row of the encoding tables for a column: its kind and physical type."""
+    return int(col.kind) * _NPHYS + int(col.physical)
+
+
+def _exclusive(a: np.ndarray) -> np.ndarray:
+    return np.cumsum(a) - a
+
+
+def _records(src: ImageSource, kept: list[_Pending], cols: list[GpuColumn], res: np.ndarray, walked: np.ndarray,
+             res_all: np.ndarray, keep: np.ndarray, totals: np.ndarray):
+    """CHUNK and PAGE records of an image's kept chunks, and their (src_offset, nbytes); advances ``totals``.
+
+    ``res`` are the kept chunks' walk results, ``res_all``/``keep`` all of
+    them (``walked`` holds the pages of every chunk whose walk was OK, some
+    of which a column's fallback drops).
+    """
+    n = len(kept)
+    counts_all = res_all[:, S_PHI] - res_all[:, S_PLO]
+    page_keep = np.repeat(keep, counts_all)
+    wp = walked[page_keep]
+    counts = res[:, S_PHI] - res[:, S_PLO]
+    first = _exclusive(counts)  # first page of each kept chunk in ``wp``
+    has_dict = np.zeros(n, bool)
+    has_dict[counts > 0] = wp[first[counts > 0], W_KIND] == PageKind.DICTIONARY
+    dict_entries = np.where(has_dict, wp[np.minimum(first, max(len(wp) - 1, 0)), W_VALUES] if len(wp) else 0, 0)
+    starts = np.array([p.start for p in kept], np.int64)
+    rows = np.array([p.rows for p in kept], np.int64)
+    ends = np.where(counts > 0, res[:, S_END], starts)
+    nbytes = ends - starts
+    data_off = totals[3] + _exclusive(nbytes)
+    page_base = totals[0] + first
+    row_base = totals[1] + _exclusive(rows)
+
+    chunks = np.zeros(n, CHUNK)
+    chunks["kind"] = [int(c.kind) for c in cols]
+    chunks["physical"] = [int(c.physical) for c in cols]
+    chunks["type_length"] = [c.type_length for c in cols]
+    chunks["width"] = [c.width for c in cols]
+    chunks["max_def"] = [c.max_def for c in cols]
+    chunks["dict_page"] = np.where(has_dict, page_base, -1)
+    chunks["first_page"] = page_base + has_dict
+    chunks["num_pages"] = counts - has_dict
+    chunks["num_rows"] = rows
+    chunks["row_base"] = row_base
+    chunks["dict_base"] = totals[2] + _exclusive(dict_entries)
+    chunks["out_valid"] = chunks["out_values"] = chunks["out_data"] = -1
+
+    pc = np.repeat(np.arange(n), counts)  # each page's kept chunk
+    pages = np.zeros(len(wp), PAGE)
+    pages["chunk"] = pc
+    pages["kind"] = wp[:, W_KIND]
+    pages["encoding"] = wp[:, W_ENCODING]
+    pages["offset"] = wp[:, W_OFFSET] - starts[pc] + data_off[pc]
+    pages["size"] = wp[:, W_SIZE]
+    pages["num_values"] = wp[:, W_VALUES]
+    pages["def_bytes"] = wp[:, W_DEF]
+    before = _exclusive(wp[:, W_ROWS])  # rows of the image's kept pages before each page
+    pages["row_start"] = row_base[pc] + before - (before[first[pc]] if len(wp) else 0)
+
+    totals += (len(wp), int(rows.sum()), int(dict_entries.sum()), int(nbytes.sum()))
+    return chunks, pages, np.stack([src.base + starts, nbytes], axis=1)
+
+
+def _coalesce(spans: np.ndarray) -> np.ndarray:
+    """(src_offset, nbytes, dst_offset) rows: ``spans`` (src_offset, nbytes), laid end to end, adjacent ones merged."""
+    spans = spans[spans[:, 1] > 0]
+    if not len(spans):
+        return np.zeros((0, 3), np.int64)
+    new = np.ones(len(spans), bool)
+    new[1:] = spans[1:, 0] != spans[:-1, 0] + spans[:-1, 1]
+    heads = np.flatnonzero(new)
+    sizes = np.add.reduceat(spans[:, 1], heads)
+    return np.stack([spans[heads, 0], sizes, _exclusive(sizes)], axis=1).astype(np.int64)
 
 
 def _reason(res_row: np.ndarray, row_group: int) -> str:

@@ -151,26 +151,23 @@ def _fixed_kind(physical: Physical, logical: dict, t: pa.DataType, type_length: 
     return f"{t} from {physical.name}"
 
 
-def classify_column(col, field: pa.Field | None) -> GpuColumn | CpuReason:
+def classify_column(col, field: pa.Field) -> GpuColumn | CpuReason:
     """Classify one leaf column.
 
     Parameters
     ----------
     col : pyarrow.parquet.ColumnSchema
         The leaf column of the Parquet schema.
-    field : pa.Field or None
-        The top-level Arrow field pyarrow produces for it (None: no single
-        field, e.g. a duplicated name).
+    field : pa.Field
+        The top-level Arrow field pyarrow produces for it.
 
     Returns
     -------
     GpuColumn or CpuReason
     """
-    name = col.path
-    if col.max_repetition_level > 0 or "." in name and field is None or col.max_definition_level > 1:
+    name = field.name
+    if col.max_repetition_level > 0 or col.max_definition_level > 1:
         return CpuReason(name, "nested column")
-    if field is None:
-        return CpuReason(name, "no single Arrow field of this name (duplicate column name)")
     t = field.type
     if pa.types.is_nested(t):
         return CpuReason(name, "nested column")
@@ -213,8 +210,28 @@ def classify_column(col, field: pa.Field | None) -> GpuColumn | CpuReason:
     return GpuColumn(name, kind, width, physical, type_length, max_def, t)
 
 
+def _leaves(t: pa.DataType) -> int:
+    """Parquet leaf columns an Arrow type is stored in."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _leaves(t.storage_type)
+    if pa.types.is_dictionary(t):
+        return _leaves(t.value_type)
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(k).type) for k in range(t.num_fields))
+    if pa.types.is_nested(t):  # the list types
+        return _leaves(t.value_type)
+    return 1
+
+
 def classify_columns(parquet_schema, arrow_schema: pa.Schema) -> list[GpuColumn | CpuReason]:
     """Classify every leaf column of a file, in leaf order.
+
+    Leaves are matched with the top-level Arrow fields by position (each
+    field takes as many leaves as its type is stored in), never by name:
+    names may repeat or contain dots. A nested field's leaves get one
+    :class:`CpuReason` each, under the field's name.
 
     Parameters
     ----------
@@ -223,19 +240,24 @@ def classify_columns(parquet_schema, arrow_schema: pa.Schema) -> list[GpuColumn 
         ``schema_arrow`` of the same file, as pyarrow will read it (with
         ``read_dictionary`` where the read uses it).
     """
+    n = len(parquet_schema)
+    owners: list[int] = []  # each leaf's top-level field
+    for k, field in enumerate(arrow_schema):
+        owners.extend([k] * _leaves(field.type))
+    if len(owners) != n:  # cannot happen for pyarrow's own schema: claim nothing
+        return [CpuReason(parquet_schema.column(i).path, "the Arrow schema does not match the Parquet schema")
+                for i in range(n)]
     out: list[GpuColumn | CpuReason] = []
-    names = arrow_schema.names
-    for i in range(len(parquet_schema)):
+    for i in range(n):
         col = parquet_schema.column(i)
-        field = None
-        if "." not in col.path and names.count(col.path) == 1:
-            field = arrow_schema.field(col.path)
-        elif "." not in col.path:
-            field = None
-            if names.count(col.path) == 0:  # pyarrow left it out (it should not): claim nothing
-                out.append(CpuReason(col.path, "no Arrow field for this column"))
-                continue
-        out.append(classify_column(col, field))
+        field = arrow_schema.field(owners[i])
+        single = (i == 0 or owners[i - 1] != owners[i]) and (i == n - 1 or owners[i + 1] != owners[i])
+        if not single or col.path != field.name:
+            out.append(CpuReason(field.name, "nested column"))
+        elif arrow_schema.names.count(field.name) > 1:
+            out.append(CpuReason(field.name, "duplicate column name"))
+        else:
+            out.append(classify_column(col, field))
     return out
 
 
@@ -248,11 +270,6 @@ _DECODED = {
     OutKind.BOOL: frozenset((Encoding.PLAIN, Encoding.RLE)),
     OutKind.BYTES: frozenset((Encoding.PLAIN, Encoding.DELTA_LENGTH_BYTE_ARRAY, Encoding.DELTA_BYTE_ARRAY)) | _DICT,
 }
-
-
-def encoding_table() -> dict[int, tuple[int, ...]]:
-    """{OutKind: the value encodings the GPU decodes}, for the compiled page walk."""
-    return {int(k): tuple(sorted(int(e) for e in v)) for k, v in _DECODED.items()}
 
 
 def encoding_reason(kind: OutKind, physical: Physical, encoding: int) -> str | None:
