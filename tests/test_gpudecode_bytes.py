@@ -1,0 +1,343 @@
+"""GPU kernels for byte arrays and the DELTA encodings, under numba's CUDA simulator, against pyarrow.
+
+Until the runner (levels, dictionary indices) and the planner exist, a
+host stand-in here plans one-column files written by pyarrow and does the
+measure steps that come before these kernels: per-row validity, value
+indices, value sections and dictionary indices, decoded in Python.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import warnings
+from types import SimpleNamespace
+
+if "NUMBA_ENABLE_CUDASIM" not in os.environ:
+    # Without a CUDA driver the kernels run in numba's simulator; it must
+    # be chosen before numba.cuda is first imported.
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from numba import cuda
+
+from dask_hwdecomp.format.structs import DataPageHeaderV2, PageHeader, PageType
+from dask_hwdecomp.format.thrift import decode_struct
+from dask_hwdecomp.gpudecode import kernels_bytes, kernels_delta
+from dask_hwdecomp.gpudecode.tables import CHUNK, PAGE, OutKind, PageError, PageKind, Physical, place_outputs
+
+# uint64 arithmetic wraps on purpose; the simulator runs it with numpy scalars.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
+
+
+# --------------------------------------------------------------------------
+# host stand-in: plan + the measure steps before these kernels
+# --------------------------------------------------------------------------
+
+def _uleb(b, pos):
+    v = shift = 0
+    while True:
+        x = b[pos]
+        pos += 1
+        v |= (x & 0x7F) << shift
+        if x < 0x80:
+            return v, pos
+        shift += 7
+
+
+def _hybrid(b, pos, end, bw, n):
+    """n values of the RLE/bit-packed hybrid at b[pos:end]."""
+    out = []
+    while len(out) < n:
+        h, pos = _uleb(b, pos)
+        if h & 1:
+            groups = h >> 1
+            nbytes = groups * bw
+            bits = int.from_bytes(bytes(b[pos:pos + nbytes]), "little")
+            pos += nbytes
+            for k in range(groups * 8):
+                out.append((bits >> (k * bw)) & ((1 << bw) - 1))
+        else:
+            nb = (bw + 7) // 8
+            v = int.from_bytes(bytes(b[pos:pos + nb]), "little")
+            pos += nb
+            out.extend([v] * (h >> 1))
+    assert pos <= end
+    return out[:n]
+
+
+def _kind_of(typ: pa.DataType, physical: int, type_length: int):
+    if pa.types.is_large_string(typ) or pa.types.is_large_binary(typ):
+        return OutKind.BYTES, 8
+    if pa.types.is_string(typ) or pa.types.is_binary(typ):
+        return OutKind.BYTES, 4
+    if pa.types.is_decimal(typ):
+        return OutKind.DECIMAL, 16
+    width = typ.bit_width // 8
+    if physical == Physical.INT32 and width < 4:
+        return OutKind.NARROW, width
+    return OutKind.COPY, width
+
+
+def plan(buf: bytes, typ: pa.DataType):
+    """CHUNK/PAGE records of every row group of a one-column file, plus the stand-in's per-row arrays."""
+    meta = pq.ParquetFile(io.BytesIO(buf)).metadata
+    col = meta.schema.column(0)
+    physical = int(Physical[col.physical_type])
+    max_def = col.max_definition_level
+    kind, width = _kind_of(typ, physical, col.length or 0)
+    chunks, pages = [], []
+    valid, vindex, idx = [], [], []
+    vstart, vend = [], []
+    row_base = dict_base = 0
+    for g in range(meta.num_row_groups):
+        cc = meta.row_group(g).column(0)
+        start = cc.dictionary_page_offset if cc.has_dictionary_page else cc.data_page_offset
+        end = start + cc.total_compressed_size
+        ch = dict(kind=kind, physical=physical, type_length=col.length or 0, width=width, max_def=max_def,
+                  dict_page=-1, first_page=-1, num_pages=0, num_rows=meta.row_group(g).num_rows,
+                  row_base=row_base, dict_base=dict_base, null_count=0, data_bytes=0)
+        pos = start
+        row = row_base
+        dict_n = 0
+        while pos < end:
+            hdr, body = decode_struct(buf, pos, end)
+            ptype = hdr.get_value(PageHeader.type)
+            size = hdr.get_value(PageHeader.compressed_page_size)
+            rec = dict(chunk=len(chunks), offset=body, size=size, row_start=row, def_bytes=-1, error=0)
+            if ptype == PageType.DICTIONARY_PAGE:
+                sub = hdr.get_value(PageHeader.dictionary_page_header)
+                dict_n = sub.get_value(1)
+                rec.update(kind=PageKind.DICTIONARY, encoding=sub.get_value(2), num_values=dict_n, nonnull=dict_n)
+                ch["dict_page"] = len(pages)
+                vstart.append(body)
+                vend.append(body + size)
+            else:
+                if ptype == PageType.DATA_PAGE:
+                    sub = hdr.get_value(PageHeader.data_page_header)
+                    n, enc, pk = sub.get_value(1), sub.get_value(2), PageKind.DATA_V1
+                else:
+                    sub = hdr.get_value(PageHeader.data_page_header_v2)
+                    n, enc, pk = sub.get_value(DataPageHeaderV2.num_values), sub.get_value(4), PageKind.DATA_V2
+                    rec["def_bytes"] = sub.get_value(DataPageHeaderV2.definition_levels_byte_length)
+                vs = body
+                if max_def == 0:
+                    levels = [1] * n
+                elif pk == PageKind.DATA_V1:
+                    ln = int.from_bytes(buf[body:body + 4], "little")
+                    levels = _hybrid(buf, body + 4, body + 4 + ln, 1, n)
+                    vs = body + 4 + ln
+                else:
+                    levels = _hybrid(buf, body, body + rec["def_bytes"], 1, n)
+                    vs = body + rec["def_bytes"]
+                nonnull = sum(levels)
+                k = 0
+                page_idx = [0] * n
+                if enc in (2, 8):
+                    bw = buf[vs]
+                    ids = _hybrid(buf, vs + 1, body + size, bw, nonnull) if bw else [0] * nonnull
+                    it = iter(ids)
+                    page_idx = [next(it) if lv else 0 for lv in levels]
+                for lv in levels:
+                    vindex.append(k if lv else 0)
+                    k += lv
+                valid.extend(levels)
+                idx.extend(page_idx)
+                rec.update(kind=pk, encoding=enc, num_values=n, nonnull=nonnull)
+                ch["null_count"] += n - nonnull
+                if ch["first_page"] < 0:
+                    ch["first_page"] = len(pages)
+                ch["num_pages"] += 1
+                row += n
+                vstart.append(vs)
+                vend.append(body + size)
+            pages.append(rec)
+            pos = body + size
+        chunks.append(ch)
+        row_base += ch["num_rows"]
+        dict_base += dict_n
+    crec = np.zeros(len(chunks), CHUNK)
+    for i, ch in enumerate(chunks):
+        for key, v in ch.items():
+            crec[i][key] = v
+    prec = np.zeros(len(pages), PAGE)
+    for i, pg in enumerate(pages):
+        for key, v in pg.items():
+            prec[i][key] = v
+    extra = SimpleNamespace(valid=np.array(valid, np.uint8), vindex=np.array(vindex, np.int32),
+                            idx=np.array(idx, np.int32), vstart=np.array(vstart, np.int64),
+                            vend=np.array(vend, np.int64), total_dict=dict_base)
+    return crec, prec, extra
+
+
+def decode(buf: bytes, chunks, pages, extra):
+    """measure -> place -> write through the kernels here; returns (chunks, pages, out)."""
+    n = max(1, len(extra.valid))
+    state = SimpleNamespace(
+        data=cuda.to_device(np.frombuffer(buf, np.uint8)), chunks_d=cuda.to_device(chunks),
+        pages_d=cuda.to_device(pages), valid=cuda.to_device(extra.valid), vindex=cuda.to_device(extra.vindex),
+        idx=cuda.to_device(extra.idx), vstart=cuda.to_device(extra.vstart), vend=cuda.to_device(extra.vend),
+        lengths=cuda.device_array(n, np.int64), str_src=cuda.device_array(n, np.int64),
+        dict_off=cuda.device_array(max(1, extra.total_dict), np.int64),
+        dict_len=cuda.device_array(max(1, extra.total_dict), np.int32), stream=0)
+    kernels_bytes.measure_bytes(state)
+    kernels_delta.measure_delta(state)
+    chunks = state.chunks_d.copy_to_host()
+    pages = state.pages_d.copy_to_host()
+    if pages["error"].any():
+        return chunks, pages, None
+    size = place_outputs(chunks)
+    state.chunks_d = cuda.to_device(chunks)
+    out = cuda.to_device(np.zeros(size, np.uint8))
+    kernels_bytes.write_bytes(state, out)
+    kernels_delta.write_delta(state, out)
+    return chunks, state.pages_d.copy_to_host(), out.copy_to_host()
+
+
+def assemble(chunks, out: np.ndarray, typ: pa.DataType) -> pa.ChunkedArray:
+    arrays = []
+    for c in chunks:
+        rows = int(c["num_rows"])
+        validity = None
+        if c["max_def"]:
+            validity = pa.py_buffer(out[c["out_valid"]:c["out_valid"] + (rows + 7) // 8].tobytes())
+        vals = out[c["out_values"]:].tobytes()
+        bufs = [validity, pa.py_buffer(vals[:rows * int(c["width"]) + (int(c["width"]) if c["kind"] == OutKind.BYTES
+                                                                          else 0)])]
+        if c["kind"] == OutKind.BYTES:
+            bufs.append(pa.py_buffer(out[c["out_data"]:c["out_data"] + c["data_bytes"]].tobytes()))
+        arrays.append(pa.Array.from_buffers(typ, rows, bufs, null_count=int(c["null_count"])))
+    return pa.chunked_array(arrays, typ)
+
+
+def _validity(chunks, valid, out):
+    """The stand-in's validity bitmaps (gd-core's kernel writes them in the runner)."""
+    for c in chunks:
+        if c["max_def"]:
+            rb, rows = int(c["row_base"]), int(c["num_rows"])
+            bits = np.packbits(valid[rb:rb + rows].astype(bool), bitorder="little")
+            out[c["out_valid"]:c["out_valid"] + len(bits)] = bits
+
+
+def roundtrip(table: pa.Table, **write):
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="none", **write)
+    buf = sink.getvalue()
+    typ = table.schema.field(0).type
+    chunks, pages, extra = plan(buf, typ)
+    chunks, pages, out = decode(buf, chunks, pages, extra)
+    assert not pages["error"].any(), pages["error"]
+    _validity(chunks, extra.valid, out)
+    got = assemble(chunks, out, typ)
+    want = pq.read_table(io.BytesIO(buf)).column(0)
+    assert got.type == want.type
+    assert got.to_pylist() == want.to_pylist()
+    got.validate(full=True)
+    return chunks, pages
+
+
+def _nulls(values, mode, rng):
+    if mode == "none":
+        return values
+    if mode == "all":
+        return [None] * len(values)
+    return [None if rng.random() < 0.3 else v for v in values]
+
+
+# --------------------------------------------------------------------------
+# DELTA_BINARY_PACKED integers
+# --------------------------------------------------------------------------
+
+INT_CASES = [
+    (pa.int32(), -(2**31), 2**31 - 1),
+    (pa.int64(), -(2**63), 2**63 - 1),
+    (pa.int8(), -128, 127),
+    (pa.uint8(), 0, 255),
+    (pa.int16(), -(2**15), 2**15 - 1),
+    (pa.uint16(), 0, 2**16 - 1),
+    (pa.uint32(), 0, 2**32 - 1),
+    (pa.uint64(), 0, 2**64 - 1),
+]
+
+
+@pytest.mark.parametrize("typ,lo,hi", INT_CASES, ids=lambda x: str(x))
+@pytest.mark.parametrize("nulls", ["none", "some", "all"])
+def test_delta_binary_packed_ints(typ, lo, hi, nulls):
+    rng = np.random.default_rng(7)
+    n = 300
+    small = [int(v) for v in rng.integers(max(lo, -50), min(hi, 50), n)]
+    vals = small[:100] + [lo, hi, lo, hi, hi, lo] + [int(v) for v in rng.integers(lo, hi, 94, dtype=np.int64
+                                                                                   if lo < 0 else np.uint64)]
+    vals += small[200:]
+    table = pa.table({"x": pa.array(_nulls(vals, nulls, rng), typ)})
+    for version in ("1.0", "2.0"):
+        schema_nullable = nulls != "none"
+        t = table if schema_nullable else table.cast(pa.schema([pa.field("x", typ, nullable=False)]))
+        roundtrip(t, use_dictionary=False, column_encoding={"x": "DELTA_BINARY_PACKED"}, data_page_version=version,
+                  data_page_size=512 if nulls == "some" else 1 << 20)
+
+
+# --------------------------------------------------------------------------
+# byte arrays
+# --------------------------------------------------------------------------
+
+BYTE_TYPES = [pa.string(), pa.large_string(), pa.binary(), pa.large_binary()]
+BYTE_ENCODINGS = ["PLAIN", "DICT", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY"]
+
+
+def _strings(n, rng):
+    stems = ["", "a", "apple", "applesauce", "apply", "banana", "band", "bandana", "zz" * 40, "\u00e9t\u00e9"]
+    out = []
+    for _ in range(n):
+        s = stems[int(rng.integers(len(stems)))]
+        if rng.random() < 0.4:
+            s += str(int(rng.integers(1000)))
+        out.append(s)
+    return out
+
+
+def _write_args(encoding, version, page_size):
+    if encoding == "DICT":
+        return dict(use_dictionary=True, data_page_version=version, data_page_size=page_size)
+    return dict(use_dictionary=False, column_encoding={"x": encoding}, data_page_version=version,
+                data_page_size=page_size)
+
+
+def _byte_table(typ, nulls, n, seed=3):
+    rng = np.random.default_rng(seed)
+    vals = _strings(n, rng)
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        vals = [v.encode() for v in vals]
+    vals = _nulls(vals, nulls, rng)
+    return pa.table({"x": pa.array(vals, typ)},
+                    schema=pa.schema([pa.field("x", typ, nullable=nulls != "none")]))
+
+
+@pytest.mark.parametrize("typ", BYTE_TYPES, ids=str)
+@pytest.mark.parametrize("encoding", BYTE_ENCODINGS)
+def test_byte_arrays(typ, encoding):
+    table = _byte_table(typ, "some", 150)
+    for version in ("1.0", "2.0"):
+        roundtrip(table, **_write_args(encoding, version, 256))
+
+
+@pytest.mark.parametrize("encoding", BYTE_ENCODINGS)
+@pytest.mark.parametrize("nulls", ["none", "all"])
+def test_byte_arrays_null_extremes(encoding, nulls):
+    table = _byte_table(pa.string(), nulls, 80)
+    roundtrip(table, **_write_args(encoding, "2.0" if nulls == "none" else "1.0", 1 << 20))
+    roundtrip(table, **_write_args(encoding, "1.0" if nulls == "none" else "2.0", 128))
+
+
+def test_byte_arrays_several_row_groups():
+    table = _byte_table(pa.large_string(), "some", 200)
+    chunks, _pages = roundtrip(table, row_group_size=70, **_write_args("DELTA_BYTE_ARRAY", "1.0", 200))
+    assert len(chunks) == 3
