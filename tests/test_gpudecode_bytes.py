@@ -341,3 +341,152 @@ def test_byte_arrays_several_row_groups():
     table = _byte_table(pa.large_string(), "some", 200)
     chunks, _pages = roundtrip(table, row_group_size=70, **_write_args("DELTA_BYTE_ARRAY", "1.0", 200))
     assert len(chunks) == 3
+
+
+# --------------------------------------------------------------------------
+# hostile pages: hand-made bodies -> the right PageError, no exception
+# --------------------------------------------------------------------------
+
+def _leb(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _zz(v):
+    return (v << 1) ^ (v >> 63)
+
+
+def dbp(values, block=128, mbs=4, total=None, widths=None):
+    """A DELTA_BINARY_PACKED stream of int64 ``values`` (widths: force each miniblock's bit width)."""
+    total = len(values) if total is None else total
+    out = bytearray(_leb(block) + _leb(mbs) + _leb(total) + _leb(_zz(values[0] if values else 0)))
+    deltas = [(b - a) & (2**64 - 1) for a, b in zip(values, values[1:])]
+    deltas = [d - 2**64 if d >= 2**63 else d for d in deltas]
+    vpm = block // mbs
+    for s in range(0, len(deltas), block):
+        blk = deltas[s:s + block]
+        mind = min(blk)
+        rel = [(d - mind) & (2**64 - 1) for d in blk]
+        out += _leb(_zz(mind) & (2**64 - 1))
+        used = (len(blk) + vpm - 1) // vpm
+        bws = [max(rel[m * vpm:(m + 1) * vpm] or [0]).bit_length() if m < used else 0 for m in range(mbs)]
+        if widths is not None:
+            bws = list(widths)
+        out += bytes(bws)
+        for m in range(used):
+            part = rel[m * vpm:(m + 1) * vpm] + [0] * vpm
+            bits = 0
+            for k in range(vpm):
+                bits |= (part[k] & ((1 << bws[m]) - 1)) << (k * bws[m])
+            out += bits.to_bytes(vpm * bws[m] // 8, "little")
+    return bytes(out)
+
+
+def hand_page(body: bytes, encoding: int, typ: pa.DataType, rows: int, *, dict_body: bytes | None = None,
+              dict_n: int = 0, idx=None):
+    """One required chunk of one v2 data page holding ``body`` (and a dictionary page)."""
+    physical = (Physical.INT32 if typ == pa.int32() else Physical.INT64 if typ == pa.int64()
+                else Physical.BYTE_ARRAY)
+    kind, width = _kind_of(typ, physical, 0)
+    buf = b"\0" * 8 + (dict_body or b"") + body + b"\0" * 8
+    chunks = np.zeros(1, CHUNK)
+    chunks[0] = (kind, physical, 0, width, 0, -1, 0, 1, rows, 0, 0, -1, -1, -1, 0, 0)
+    pages = np.zeros(2 if dict_body is not None else 1, PAGE)
+    vstart, vend = [], []
+    at = 8
+    if dict_body is not None:
+        pages[0] = (0, PageKind.DICTIONARY, 0, 0, at, len(dict_body), dict_n, -1, 0, dict_n, 0)
+        chunks[0]["dict_page"], chunks[0]["first_page"] = 0, 1
+        vstart.append(at)
+        vend.append(at + len(dict_body))
+        at += len(dict_body)
+    pages[-1] = (0, PageKind.DATA_V2, encoding, 0, at, len(body), rows, 0, 0, rows, 0)
+    vstart.append(at)
+    vend.append(at + len(body))
+    extra = SimpleNamespace(valid=np.ones(rows, np.uint8), vindex=np.arange(rows, dtype=np.int32),
+                            idx=np.array(idx if idx is not None else [0] * rows, np.int32),
+                            vstart=np.array(vstart, np.int64), vend=np.array(vend, np.int64), total_dict=dict_n)
+    return buf, chunks, pages, extra
+
+
+def page_errors(*case):
+    buf, chunks, pages, extra = case
+    _c, pages, _out = decode(buf, chunks, pages, extra)
+    return [int(e) for e in pages["error"]]
+
+
+def _plain(strings):
+    return b"".join(len(s).to_bytes(4, "little") + s for s in strings)
+
+
+def _dlba(strings, **kw):
+    return dbp([len(s) for s in strings], **kw) + b"".join(strings)
+
+
+def _dba(prefixes, suffixes):
+    return dbp(prefixes) + _dlba(suffixes)
+
+
+S = pa.string()
+WORDS = [b"ab", b"abc", b"", b"xyz"]
+
+
+def test_hand_pages_decode():
+    """The hand-made pages of the hostile cases are valid before they are spoilt."""
+    for enc, body in [(0, _plain(WORDS)), (6, _dlba(WORDS)), (7, _dba([0, 2, 0, 0], [b"ab", b"c", b"", b"xyz"]))]:
+        buf, chunks, pages, extra = hand_page(body, enc, S, 4)
+        chunks, pages, out = decode(buf, chunks, pages, extra)
+        assert not pages["error"].any()
+        assert assemble(chunks, out, S).to_pylist() == [w.decode() for w in WORDS]
+    values = [0, 2**63 - 1, -(2**63), 5, -7] * 30
+    buf, chunks, pages, extra = hand_page(dbp(values), 5, pa.int64(), len(values))
+    chunks, pages, out = decode(buf, chunks, pages, extra)
+    assert assemble(chunks, out, pa.int64()).to_pylist() == values
+
+
+E = PageError
+
+
+@pytest.mark.parametrize("name,case,want", [
+    ("plain length past the page", lambda: hand_page(_plain(WORDS)[:-1], 0, S, 4), [E.LENGTH]),
+    ("plain huge length", lambda: hand_page(b"\xff\xff\xff\xff" + _plain(WORDS), 0, S, 4), [E.LENGTH]),
+    ("plain values missing", lambda: hand_page(_plain(WORDS[:2]), 0, S, 4), [E.VALUES]),
+    ("dictionary index out of range",
+     lambda: hand_page(b"\x02\x00", 2, S, 2, dict_body=_plain(WORDS), dict_n=4, idx=[1, 4]), [0, E.DICT_INDEX]),
+    ("dictionary page length past its end",
+     lambda: hand_page(b"\x02\x00", 2, S, 2, dict_body=_plain(WORDS)[:-2], dict_n=4, idx=[1, 0]),
+     [E.LENGTH, E.DICT_INDEX]),
+    ("dlba block size not a multiple of 128", lambda: hand_page(_dlba(WORDS, block=96, mbs=3), 6, S, 4), [E.DELTA]),
+    ("dlba miniblock not a multiple of 32", lambda: hand_page(_dlba(WORDS, block=128, mbs=8), 6, S, 4), [E.DELTA]),
+    ("dlba bit width over 32", lambda: hand_page(_dlba(WORDS, widths=[33, 0, 0, 0]), 6, S, 4), [E.BIT_WIDTH]),
+    ("dlba count below the values", lambda: hand_page(_dlba(WORDS, total=3), 6, S, 4), [E.COUNT]),
+    ("dlba huge count, blocks past the page", lambda: hand_page(dbp([0, 0, 0, 0], total=2**31 - 1), 6, S, 4),
+     [E.DELTA]),
+    ("dlba count past int32", lambda: hand_page(_dlba(WORDS, total=2**40), 6, S, 4), [E.DELTA]),
+    ("dlba negative length", lambda: hand_page(dbp([2, -1, 0, 3]) + b"abcdef", 6, S, 4), [E.LENGTH]),
+    ("dlba bytes past the page", lambda: hand_page(_dlba(WORDS)[:-1], 6, S, 4), [E.LENGTH]),
+    ("dlba unterminated header", lambda: hand_page(b"\x80" * 12, 6, S, 4), [E.DELTA]),
+    ("dba prefix longer than the previous value",
+     lambda: hand_page(_dba([0, 3, 0, 0], [b"ab", b"c", b"", b"xyz"]), 7, S, 4), [E.LENGTH]),
+    ("dba first prefix not zero", lambda: hand_page(_dba([1, 0, 0, 0], [b"ab", b"c", b"", b"x"]), 7, S, 4),
+     [E.LENGTH]),
+    ("dba negative prefix", lambda: hand_page(_dba([0, -2, 0, 0], [b"ab", b"c", b"", b"x"]), 7, S, 4), [E.LENGTH]),
+    ("int64 bit width over 64", lambda: hand_page(dbp(list(range(10)), widths=[65, 0, 0, 0]), 5, pa.int64(), 10),
+     [E.BIT_WIDTH]),
+    ("int32 bit width over 32", lambda: hand_page(dbp(list(range(10)), widths=[33, 0, 0, 0]), 5, pa.int32(), 10),
+     [E.BIT_WIDTH]),
+    ("int count below the rows", lambda: hand_page(dbp(list(range(10))), 5, pa.int32(), 11), [E.COUNT]),
+    ("int miniblocks past the page", lambda: hand_page(dbp(list(range(0, 3000, 7)))[:-3], 5, pa.int32(), 429),
+     [E.DELTA]),
+    ("plain dictionary-less dictionary page", lambda: hand_page(b"\x02\x00", 8, S, 2, idx=[0, 0]),
+     [E.DICT_INDEX]),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_hostile_pages(name, case, want):
+    assert page_errors(*case()) == [int(w) for w in want]

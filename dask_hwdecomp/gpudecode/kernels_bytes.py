@@ -337,7 +337,8 @@ def _chunk_kernel(chunks, pages, page_bytes, page_base, measure):
         p = first + q
         page_base[p] = total
         total += page_bytes[p]
-        if not measure and chunks[c]["width"] == 4 and total > _I32_MAX:
+        # int32 offsets: found in measure, before the host sizes the output
+        if chunks[c]["width"] == 4 and total > _I32_MAX:
             set_error(pages, p, E_LENGTH)
     if measure:
         chunks[c]["data_bytes"] = chunks[c]["data_bytes"] + total
