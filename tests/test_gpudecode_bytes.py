@@ -31,7 +31,16 @@ from numba import cuda
 from dask_hwdecomp.format.structs import DataPageHeaderV2, PageHeader, PageType
 from dask_hwdecomp.format.thrift import decode_struct
 from dask_hwdecomp.gpudecode import kernels_bytes, kernels_delta
-from dask_hwdecomp.gpudecode.tables import CHUNK, PAGE, OutKind, PageError, PageKind, Physical, place_outputs
+from dask_hwdecomp.gpudecode.tables import (
+    CHUNK,
+    PAGE,
+    Encoding,
+    OutKind,
+    PageError,
+    PageKind,
+    Physical,
+    place_outputs,
+)
 
 # uint64 arithmetic wraps on purpose; the simulator runs it with numpy scalars.
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -233,6 +242,11 @@ def roundtrip(table: pa.Table, **write):
     buf = sink.getvalue()
     typ = table.schema.field(0).type
     chunks, pages, extra = plan(buf, typ)
+    data_encodings = set(pages["encoding"][pages["kind"] != PageKind.DICTIONARY].tolist())
+    if "column_encoding" in write:
+        assert data_encodings <= {int(Encoding[write["column_encoding"]["x"]])}
+    elif write.get("use_dictionary"):
+        assert data_encodings <= {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
     chunks, pages, out = decode(buf, chunks, pages, extra)
     assert not pages["error"].any(), pages["error"]
     _validity(chunks, extra.valid, out)
@@ -269,20 +283,44 @@ INT_CASES = [
 
 
 @pytest.mark.parametrize("typ,lo,hi", INT_CASES, ids=lambda x: str(x))
-@pytest.mark.parametrize("nulls", ["none", "some", "all"])
-def test_delta_binary_packed_ints(typ, lo, hi, nulls):
+@pytest.mark.parametrize("nulls,version", [("none", "1.0"), ("some", "2.0"), ("all", "1.0")])
+def test_delta_binary_packed_ints(typ, lo, hi, nulls, version):
+    """Small deltas, then the type's extremes side by side (deltas that wrap), then random values; tiny pages."""
     rng = np.random.default_rng(7)
-    n = 300
-    small = [int(v) for v in rng.integers(max(lo, -50), min(hi, 50), n)]
-    vals = small[:100] + [lo, hi, lo, hi, hi, lo] + [int(v) for v in rng.integers(lo, hi, 94, dtype=np.int64
-                                                                                   if lo < 0 else np.uint64)]
-    vals += small[200:]
-    table = pa.table({"x": pa.array(_nulls(vals, nulls, rng), typ)})
-    for version in ("1.0", "2.0"):
-        schema_nullable = nulls != "none"
-        t = table if schema_nullable else table.cast(pa.schema([pa.field("x", typ, nullable=False)]))
-        roundtrip(t, use_dictionary=False, column_encoding={"x": "DELTA_BINARY_PACKED"}, data_page_version=version,
-                  data_page_size=512 if nulls == "some" else 1 << 20)
+    small = [int(v) for v in rng.integers(max(lo, -50), min(hi, 50), 200)]
+    vals = small[:60] + [lo, hi, lo, hi, hi, lo]
+    vals += [int(v) for v in rng.integers(lo, hi, 60, dtype=np.int64 if lo < 0 else np.uint64)] + small[60:130]
+    table = pa.table({"x": pa.array(_nulls(vals, nulls, rng), typ)},
+                     schema=pa.schema([pa.field("x", typ, nullable=nulls != "none")]))
+    roundtrip(table, use_dictionary=False, column_encoding={"x": "DELTA_BINARY_PACKED"}, data_page_version=version,
+              data_page_size=300 if nulls != "all" else 1 << 20)
+
+
+@pytest.mark.parametrize("typ", [pa.decimal128(9, 2), pa.decimal128(18, 3)], ids=str)
+def test_delta_binary_packed_decimals(typ):
+    """Decimals stored as INT32 / INT64, sign-extended to 16 bytes."""
+    from decimal import Decimal
+
+    scale = typ.scale
+    top = 10 ** typ.precision - 1
+    ints = [0, 1, -1, top, -top, top, -top] + list(range(-40, 40, 3))
+    vals = [None if i % 7 == 3 else Decimal(v).scaleb(-scale) for i, v in enumerate(ints)]
+    table = pa.table({"x": pa.array(vals, typ)})
+    chunks, _pages = roundtrip(table, use_dictionary=False, column_encoding={"x": "DELTA_BINARY_PACKED"},
+                               store_decimal_as_integer=True, data_page_size=100)
+    assert chunks[0]["physical"] == (Physical.INT32 if typ.precision <= 9 else Physical.INT64)
+
+
+@pytest.mark.parametrize("block,mbs", [(128, 1), (256, 2), (128, 4), (256, 8)])
+def test_delta_binary_packed_block_shapes(block, mbs):
+    """Block shapes pyarrow does not write: several tiles a block, miniblocks of 32 to 256 values."""
+    rng = np.random.default_rng(block + mbs)
+    values = [int(v) for v in rng.integers(-(2**63), 2**63 - 1, 300, dtype=np.int64)]
+    values[100:140] = range(40)
+    buf, chunks, pages, extra = hand_page(dbp(values, block=block, mbs=mbs), 5, pa.int64(), len(values))
+    chunks, pages, out = decode(buf, chunks, pages, extra)
+    assert not pages["error"].any()
+    assert assemble(chunks, out, pa.int64()).to_pylist() == values
 
 
 # --------------------------------------------------------------------------
@@ -324,22 +362,21 @@ def _byte_table(typ, nulls, n, seed=3):
 @pytest.mark.parametrize("typ", BYTE_TYPES, ids=str)
 @pytest.mark.parametrize("encoding", BYTE_ENCODINGS)
 def test_byte_arrays(typ, encoding):
-    table = _byte_table(typ, "some", 150)
-    for version in ("1.0", "2.0"):
-        roundtrip(table, **_write_args(encoding, version, 256))
+    """Some nulls, empty strings, shared prefixes, tiny pages; v1 and v2 pages alternate over the types."""
+    table = _byte_table(typ, "some", 100)
+    roundtrip(table, **_write_args(encoding, "1.0" if BYTE_TYPES.index(typ) % 2 else "2.0", 200))
 
 
 @pytest.mark.parametrize("encoding", BYTE_ENCODINGS)
-@pytest.mark.parametrize("nulls", ["none", "all"])
-def test_byte_arrays_null_extremes(encoding, nulls):
-    table = _byte_table(pa.string(), nulls, 80)
-    roundtrip(table, **_write_args(encoding, "2.0" if nulls == "none" else "1.0", 1 << 20))
-    roundtrip(table, **_write_args(encoding, "1.0" if nulls == "none" else "2.0", 128))
+@pytest.mark.parametrize("nulls,version", [("none", "2.0"), ("all", "1.0")])
+def test_byte_arrays_null_extremes(encoding, nulls, version):
+    table = _byte_table(pa.string(), nulls, 60)
+    roundtrip(table, **_write_args(encoding, version, 128))
 
 
 def test_byte_arrays_several_row_groups():
-    table = _byte_table(pa.large_string(), "some", 200)
-    chunks, _pages = roundtrip(table, row_group_size=70, **_write_args("DELTA_BYTE_ARRAY", "1.0", 200))
+    table = _byte_table(pa.large_string(), "some", 120)
+    chunks, _pages = roundtrip(table, row_group_size=40, **_write_args("DELTA_BYTE_ARRAY", "1.0", 300))
     assert len(chunks) == 3
 
 

@@ -59,7 +59,8 @@ from .kernels_delta import (
 
 __all__ = ["measure_bytes", "write_bytes"]
 
-_WARP = 32
+# Threads that copy one string (a warp; the whole block if smaller).
+_WARP = min(32, TPB)
 _I32_MAX = 0x7FFFFFFF
 _E_ENCODING = 8
 

@@ -32,8 +32,9 @@ from .tables import Encoding, OutKind, PageError, PageKind, Physical
 __all__ = ["measure_delta", "write_delta", "TPB", "dbp_walk", "dbp_decode", "block_scan", "set_error",
            "page_grid"]
 
-# Threads a block: one warp under the simulator (a Python thread each).
-TPB = 32 if numba.config.ENABLE_CUDASIM else 128
+# Threads a block (a power of two): few under the simulator, which runs a
+# Python thread each and polls them all at every barrier.
+TPB = 64 if getattr(numba.config, "ENABLE_CUDASIM", 0) else 128
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
