@@ -527,3 +527,52 @@ E = PageError
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_hostile_pages(name, case, want):
     assert page_errors(*case()) == [int(w) for w in want]
+
+
+# --------------------------------------------------------------------------
+# the kernels as the device compiles them
+# --------------------------------------------------------------------------
+
+# The simulator runs the kernels as Python, so it accepts code that numba
+# cannot type for the device. This types and lowers every kernel for a
+# compute capability 9.0 device (up to LLVM IR: no driver or NVVM needed).
+_DEVICE_TYPING = r"""
+import types as _t
+import numpy as np
+import numba.cuda.dispatcher as disp
+from numba import from_dtype, types
+from numba.cuda import compiler
+
+# device functions ask the current device for its compute capability
+disp.get_current_device = lambda: _t.SimpleNamespace(compute_capability=(9, 0))
+from dask_hwdecomp.gpudecode import kernels_bytes as kb, kernels_delta as kd
+from dask_hwdecomp.gpudecode.tables import CHUNK, PAGE
+
+A = lambda dt: types.Array(from_dtype(np.dtype(dt)), 1, "C")
+C, P = types.Array(from_dtype(CHUNK), 1, "C"), types.Array(from_dtype(PAGE), 1, "C")
+u8, u16, u32, u64, i64, i32 = A(np.uint8), A(np.uint16), A(np.uint32), A(np.uint64), A(np.int64), A(np.int32)
+sigs = {
+    kd._measure_delta_kernel: (u8, C, P, i64, i64),
+    kd._write_delta_kernel: (u8, C, P, i64, i64, u8, i32, u64, u8, u16, u32, u64),
+    kb._dict_kernel: (u8, C, P, i64, i32),
+    kb._measure_kernel: (u8, C, P, i64, i64, u8, i32, i32, i64, i32, i64, i64, u64, u64),
+    kb._dba_lengths_kernel: (u8, C, P, i64, i64, u8, i32, i64, u64, u64),
+    kb._page_sum_kernel: (C, P, u8, i64, i64),
+    kb._chunk_kernel: (C, P, i64, i64, types.boolean),
+    kb._write_kernel: (u8, C, P, i64, i64, u8, i32, i64, i64, i64, u64, u64, u8, u32, u64),
+}
+for k, sig in sigs.items():
+    compiler.compile_cuda(k.py_func, types.void, sig, cc=(9, 0))
+print("typed", len(sigs))
+"""
+
+
+def test_kernels_type_for_the_device():
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    res = subprocess.run([sys.executable, "-c", _DEVICE_TYPING], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert "typed 8" in res.stdout
