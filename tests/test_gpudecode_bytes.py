@@ -304,7 +304,7 @@ def test_delta_binary_packed_decimals(typ):
     scale = typ.scale
     top = 10 ** typ.precision - 1
     ints = [0, 1, -1, top, -top, top, -top] + list(range(-40, 40, 3))
-    vals = [None if i % 7 == 3 else Decimal(v).scaleb(-scale) for i, v in enumerate(ints)]
+    vals = [None if i % 7 == 3 else Decimal(f"{v}e-{scale}") for i, v in enumerate(ints)]
     table = pa.table({"x": pa.array(vals, typ)})
     chunks, _pages = roundtrip(table, use_dictionary=False, column_encoding={"x": "DELTA_BINARY_PACKED"},
                                store_decimal_as_integer=True, data_page_size=100)
@@ -374,6 +374,23 @@ def test_byte_arrays_null_extremes(encoding, nulls, version):
     roundtrip(table, **_write_args(encoding, version, 128))
 
 
+@pytest.mark.parametrize("typ", [pa.binary(3), pa.decimal128(5, 1), pa.decimal128(20, 2), pa.decimal128(38, 4)],
+                         ids=str)
+def test_delta_byte_array_fixed_length(typ):
+    """DELTA_BYTE_ARRAY on FIXED_LEN_BYTE_ARRAY: fixed_size_binary as it is, decimals sign-extended to 16 bytes."""
+    from decimal import Decimal
+
+    rng = np.random.default_rng(5)
+    if pa.types.is_decimal(typ):
+        top = 10 ** typ.precision - 1
+        ints = [0, 1, -1, top, -top, 255, -256, 65535] + [top * int(rng.integers(-999, 999)) // 1000 for _ in range(60)]
+        vals = [Decimal(f"{v}e-{typ.scale}") for v in ints]
+    else:
+        vals = [bytes([97 + int(rng.integers(3)), 98, 97 + int(rng.integers(3))]) for _ in range(68)]
+    table = pa.table({"x": pa.array(_nulls(vals, "some", rng), typ)})
+    roundtrip(table, **_write_args("DELTA_BYTE_ARRAY", "2.0", 150))
+
+
 def test_byte_arrays_several_row_groups():
     table = _byte_table(pa.large_string(), "some", 120)
     chunks, _pages = roundtrip(table, row_group_size=40, **_write_args("DELTA_BYTE_ARRAY", "1.0", 300))
@@ -430,11 +447,12 @@ def hand_page(body: bytes, encoding: int, typ: pa.DataType, rows: int, *, dict_b
               dict_n: int = 0, idx=None):
     """One required chunk of one v2 data page holding ``body`` (and a dictionary page)."""
     physical = (Physical.INT32 if typ == pa.int32() else Physical.INT64 if typ == pa.int64()
-                else Physical.BYTE_ARRAY)
-    kind, width = _kind_of(typ, physical, 0)
+                else Physical.FIXED_LEN_BYTE_ARRAY if pa.types.is_fixed_size_binary(typ) else Physical.BYTE_ARRAY)
+    type_length = typ.byte_width if physical == Physical.FIXED_LEN_BYTE_ARRAY else 0
+    kind, width = _kind_of(typ, physical, type_length)
     buf = b"\0" * 8 + (dict_body or b"") + body + b"\0" * 8
     chunks = np.zeros(1, CHUNK)
-    chunks[0] = (kind, physical, 0, width, 0, -1, 0, 1, rows, 0, 0, -1, -1, -1, 0, 0)
+    chunks[0] = (kind, physical, type_length, width, 0, -1, 0, 1, rows, 0, 0, -1, -1, -1, 0, 0)
     pages = np.zeros(2 if dict_body is not None else 1, PAGE)
     vstart, vend = [], []
     at = 8
@@ -515,6 +533,8 @@ E = PageError
     ("dba first prefix not zero", lambda: hand_page(_dba([1, 0, 0, 0], [b"ab", b"c", b"", b"x"]), 7, S, 4),
      [E.LENGTH]),
     ("dba negative prefix", lambda: hand_page(_dba([0, -2, 0, 0], [b"ab", b"c", b"", b"x"]), 7, S, 4), [E.LENGTH]),
+    ("dba fixed-length value of another length",
+     lambda: hand_page(_dba([0, 0], [b"abc", b"ab"]), 7, pa.binary(3), 2), [E.LENGTH]),
     ("int64 bit width over 64", lambda: hand_page(dbp(list(range(10)), widths=[65, 0, 0, 0]), 5, pa.int64(), 10),
      [E.BIT_WIDTH]),
     ("int32 bit width over 32", lambda: hand_page(dbp(list(range(10)), widths=[33, 0, 0, 0]), 5, pa.int32(), 10),
@@ -560,6 +580,7 @@ sigs = {
     kb._page_sum_kernel: (C, P, u8, i64, i64),
     kb._chunk_kernel: (C, P, i64, i64, types.boolean),
     kb._write_kernel: (u8, C, P, i64, i64, u8, i32, i64, i64, i64, u64, u64, u8, u32, u64),
+    kb._write_fixed_dba_kernel: (u8, C, P, i64, i64, u8, i32, i64, i64, u64, u64, u8),
 }
 for k, sig in sigs.items():
     compiler.compile_cuda(k.py_func, types.void, sig, cc=(9, 0))
@@ -575,4 +596,4 @@ def test_kernels_type_for_the_device():
     res = subprocess.run([sys.executable, "-c", _DEVICE_TYPING], env=env, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]
-    assert "typed 8" in res.stdout
+    assert "typed 9" in res.stdout

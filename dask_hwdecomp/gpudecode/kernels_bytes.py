@@ -48,7 +48,10 @@ from .kernels_delta import (
     ENC_PLAIN_DICTIONARY,
     ENC_RLE_DICTIONARY,
     K_BYTES,
+    K_COPY,
+    K_DECIMAL,
     P_DICTIONARY,
+    PHYS_FLBA,
     TPB,
     block_scan,
     dbp_decode,
@@ -128,6 +131,20 @@ def _is_bytes_data(pages, chunks, p, c):
     return pages[p]["kind"] != P_DICTIONARY and chunks[c]["kind"] == K_BYTES
 
 
+@cuda.jit(device=True)
+def _is_fixed_dba(pages, chunks, p, c):
+    """A DELTA_BYTE_ARRAY page of a FIXED_LEN_BYTE_ARRAY chunk (fixed_size_binary, decimal)."""
+    kind = chunks[c]["kind"]
+    return (pages[p]["kind"] != P_DICTIONARY and pages[p]["encoding"] == ENC_DBA
+            and chunks[c]["physical"] == PHYS_FLBA and (kind == K_COPY or kind == K_DECIMAL))
+
+
+@cuda.jit(device=True)
+def _measured_here(pages, chunks, p, c):
+    """Pages whose per-row lengths the measure kernels fill."""
+    return _is_bytes_data(pages, chunks, p, c) or _is_fixed_dba(pages, chunks, p, c)
+
+
 @cuda.jit
 def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src,
                     sa, sb):
@@ -138,7 +155,7 @@ def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_
     if p >= pages.shape[0]:
         return
     c = pages[p]["chunk"]
-    if not _is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0:
+    if not _measured_here(pages, chunks, p, c) or pages[p]["error"] != 0:
         return
     enc = pages[p]["encoding"]
     n = np.int64(pages[p]["nonnull"])
@@ -267,12 +284,16 @@ def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, length
     if p >= pages.shape[0]:
         return
     c = pages[p]["chunk"]
-    if (not _is_bytes_data(pages, chunks, p, c) or pages[p]["encoding"] != ENC_DBA
+    if (not _measured_here(pages, chunks, p, c) or pages[p]["encoding"] != ENC_DBA
             or pages[p]["error"] != 0):
         return
     n = np.int64(pages[p]["nonnull"])
     rows = np.int64(pages[p]["num_values"])
     base = pages[p]["row_start"]
+    # fixed-length values: every value must have the type's length
+    fixed = np.int64(-1)
+    if chunks[c]["kind"] != K_BYTES:
+        fixed = np.int64(chunks[c]["type_length"])
     if t == 0:
         flag[0] = 0
     dbp_decode(data, vstart[p], vend[p], n, sp, base, sh)
@@ -283,6 +304,8 @@ def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, length
         if pre < 0 or (i == 0 and pre != 0):
             flag[0] = 1
         elif i > 0 and pre > np.int64(sa[base + i - 1]) + _as_i32(sp[base + i - 1]):
+            flag[0] = 1
+        elif fixed >= 0 and np.int64(sa[base + i]) + pre != fixed:
             flag[0] = 1
         i += TPB
     cuda.syncthreads()
@@ -454,8 +477,73 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
         prev = dst
 
 
-def _page_blocks(pages) -> int:
-    return max(1, pages.shape[0])
+@cuda.jit
+def _write_fixed_dba_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8):
+    """DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks: values at ``width`` bytes a row.
+
+    COPY keeps the bytes; DECIMAL reverses the big-endian value into 16
+    little-endian bytes and sign-extends it. Thread ``t`` takes bytes
+    ``j = t (mod TPB)`` of every value, so the prefix it reads from the
+    previous value is one it wrote.
+    """
+    sh = cuda.shared.array(TPB, numba.uint64)
+    first_src = cuda.shared.array(1, numba.int64)
+    p = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    if p >= pages.shape[0]:
+        return
+    c = pages[p]["chunk"]
+    if not _is_fixed_dba(pages, chunks, p, c) or pages[p]["error"] != 0:
+        return
+    n = np.int64(pages[p]["nonnull"])
+    rows = np.int64(pages[p]["num_values"])
+    base = pages[p]["row_start"]
+    row_base = chunks[c]["row_base"]
+    width = np.int64(chunks[c]["width"])
+    size = np.int64(chunks[c]["type_length"])
+    dec = chunks[c]["kind"] == K_DECIMAL
+    ov = chunks[c]["out_values"]
+    oend = ov + chunks[c]["num_rows"] * width
+    if oend > out8.shape[0]:
+        oend = np.int64(out8.shape[0])
+    if size <= 0 or size > width or (dec and width != 16):
+        if t == 0:
+            set_error(pages, p, E_LENGTH)
+        return
+    r = base + t
+    while r < base + rows:
+        if valid[r] != 0:
+            sd[base + vindex[r]] = np.uint64(ov + (r - row_base) * width)
+            if vindex[r] == 0:
+                first_src[0] = str_src[r]
+        r += TPB
+    dbp_decode(data, vstart[p], vend[p], n, sa, base, sh)
+    cuda.syncthreads()
+    src = first_src[0]
+    prev = np.int64(0)
+    for i in range(n):
+        pre = _as_i32(sa[base + i])
+        dst = np.int64(sd[base + i])
+        if dst + width > oend or src + size - pre > data.shape[0] or pre > size:
+            break
+        j = np.int64(t)
+        while j < size:
+            if dec:
+                at = size - 1 - j
+            else:
+                at = j
+            if j < pre:
+                b = out8[prev + at]
+            else:
+                b = data[src + j - pre]
+            out8[dst + at] = b
+            if dec and j == 0:
+                ext = np.uint8(0xFF) if b >= 128 else np.uint8(0)
+                for k in range(size, 16):
+                    out8[dst + k] = ext
+            j += TPB
+        src += size - pre
+        prev = dst
 
 
 def measure_bytes(state) -> None:
@@ -502,3 +590,5 @@ def write_bytes(state, out) -> None:
     o8, _o16, o32, o64 = out_views(out)
     _write_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                state.vindex, state.lengths, state.str_src, page_base, sa, sd, o8, o32, o64)
+    _write_fixed_dba_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+                                         state.vindex, state.lengths, state.str_src, sa, sd, o8)

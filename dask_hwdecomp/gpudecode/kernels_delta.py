@@ -60,6 +60,7 @@ ENC_DLBA = int(Encoding.DELTA_LENGTH_BYTE_ARRAY)
 ENC_DBA = int(Encoding.DELTA_BYTE_ARRAY)
 PHYS_INT32 = int(Physical.INT32)
 PHYS_INT64 = int(Physical.INT64)
+PHYS_FLBA = int(Physical.FIXED_LEN_BYTE_ARRAY)
 
 # Largest total count a stream may declare (Parquet counts are int32).
 _MAX_COUNT = 0x7FFFFFFF
