@@ -40,12 +40,14 @@ __all__ = [
     "as_option_dict",
     "graph_options",
     "BACKENDS",
+    "DECODES",
     "BYTE_SIZES",
     "GPU_BACKEND_OPTIONS",
     "UnknownOptionWarning",
 ]
 
 BACKENDS = ("auto", "hardware", "nvcomp", "cpu")
+DECODES = ("auto", "gpu", "cpu")
 _GiB = 1 << 30
 _MiB = 1 << 20
 # Options that are byte counts: they also take "64MiB", "1GB", ...
@@ -135,6 +137,17 @@ class Options:
         a second per 200 MiB of the batch) before it is taken for hung,
         killed and restarted; the batch's bad page is then found on the CPU
         and named in a :class:`~dask_hwdecomp.errors.CorruptPageError`.
+    decode : {"auto", "gpu", "cpu"}
+        Where the uncompressed pages are decoded into Arrow columns.
+        ``"auto"`` decodes on the GPU every column chunk the GPU decoder
+        supports when a GPU backend decompresses the read, and the rest
+        (nested columns, INT96 timestamps, ...) through pyarrow; without a
+        GPU backend pyarrow decodes everything. ``"gpu"`` is the same but
+        raises :class:`~dask_hwdecomp.errors.BackendUnavailableError` where
+        no GPU backend can run, rather than decode on the CPU; it cannot be
+        combined with ``backend="cpu"``. ``"cpu"``: pyarrow decodes every
+        column. The read's report says, per column, where it was decoded
+        and why not on the GPU.
     service_dir : str
         Directory of the GPU service sockets (mode 0700, this user's); empty:
         ``$XDG_RUNTIME_DIR/dask-hwdecomp``, else ``/tmp/dask-hwdecomp-<uid>``.
@@ -154,6 +167,7 @@ class Options:
     batch_latency_ms: float = 2.0
     gpu_timeout_s: float = 60.0
     service_dir: str = ""
+    decode: str = "auto"
 
     def __post_init__(self):
         for name in BYTE_SIZES:
@@ -161,6 +175,13 @@ class Options:
         if self.backend not in BACKENDS:
             raise ValueError(
                 f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}"
+            )
+        if self.decode not in DECODES:
+            raise ValueError(f"decode {self.decode!r} is not one of {', '.join(DECODES)}")
+        if self.decode == "gpu" and self.backend == "cpu":
+            raise ValueError(
+                "decode='gpu' needs a GPU backend, but backend='cpu' decompresses on the CPU: "
+                "set backend to 'auto', 'hardware' or 'nvcomp', or decode to 'auto' or 'cpu'"
             )
         if self.on_unsupported not in ("warn", "raise"):
             raise ValueError(

@@ -20,9 +20,13 @@ from dataclasses import dataclass, field
 
 from . import report_processes
 
-__all__ = ["ReadReport", "CodecStats", "collect_reports", "STAGES", "PYARROW_NO_GPU", "UNKNOWN_CODEC"]
+__all__ = ["ReadReport", "CodecStats", "DecodeStats", "collect_reports", "STAGES", "PYARROW_NO_GPU",
+           "UNKNOWN_CODEC", "DECODED_ON"]
 
-STAGES = ("io", "scan", "decompress", "decode", "pyarrow")
+STAGES = ("io", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
+# Where a column was decoded into Arrow: by the GPU decoder, or by pyarrow
+# from the uncompressed image (or, without a GPU, by pyarrow's own reader).
+DECODED_ON = ("gpu", "pyarrow")
 
 # The backend a report names when pyarrow's own reader decompressed (``auto``
 # on a machine where no GPU backend can run). pyarrow does not say how many
@@ -45,6 +49,26 @@ class CodecStats:
 
 
 @dataclass
+class DecodeStats:
+    """Totals of one column decoded in one place, for one reason.
+
+    Attributes
+    ----------
+    chunks : int
+        Column chunks (one per row group read).
+    rows : int
+        Rows of those chunks (before any row filter).
+    arrow_bytes : int
+        Bytes of the Arrow arrays decoded (for pyarrow's columns, as the
+        read returned them: after row filters).
+    """
+
+    chunks: int = 0
+    rows: int = 0
+    arrow_bytes: int = 0
+
+
+@dataclass
 class ReadReport:
     """Counters of one or many reads; ``+=`` merges two reports.
 
@@ -56,8 +80,10 @@ class ReadReport:
         ``{(backend, codec): CodecStats}``; codec is the Parquet codec name.
     stages : dict
         Seconds per stage: ``io`` (fetching bytes), ``scan`` (footer and page
-        headers, layout), ``decompress``, ``decode`` (pyarrow decoding the
-        uncompressed image), ``pyarrow`` (a whole read by pyarrow's own
+        headers, layout), ``decompress``, ``gpu_decode`` (decoding column
+        chunks into Arrow buffers on the GPU, copies to the host included),
+        ``decode`` (pyarrow decoding the uncompressed image, the columns the
+        GPU did not decode, and putting the table together), ``pyarrow`` (a whole read by pyarrow's own
         reader, its I/O, decompression and decoding in one: backend
         ``pyarrow (no GPU)``).
     fallbacks : list of (str, str)
@@ -76,6 +102,12 @@ class ReadReport:
         be used (``backend="auto"``): the GPU service could not be reached
         or started, or could not create the backend. Their pages were
         decompressed on the CPU pool and counted under ``cpu``.
+    columns : dict
+        ``{(column, where, why): DecodeStats}``: where each column read from
+        the files was decoded into Arrow (``"gpu"`` or ``"pyarrow"``) and,
+        for pyarrow, why not on the GPU (``"decode='cpu'"``, ``"no GPU
+        backend in use"``, ``"nested column"``, ...; empty for ``"gpu"``).
+        Hive partition columns are not read from the files and not listed.
     """
 
     files: int = 0
@@ -86,6 +118,16 @@ class ReadReport:
     redone: dict = field(default_factory=lambda: defaultdict(int))
     batches: int = 0
     unreachable: dict = field(default_factory=dict)
+    columns: dict = field(default_factory=lambda: defaultdict(DecodeStats))
+
+    def add_decode(self, column: str, where: str, chunks: int, rows: int, arrow_bytes: int, why: str = "") -> None:
+        """Count ``chunks`` of ``column`` decoded on ``where`` (one of :data:`DECODED_ON`)."""
+        if where not in DECODED_ON:
+            raise ValueError(f"where {where!r} is not one of {', '.join(DECODED_ON)}")
+        s = self.columns[(column, where, why)]
+        s.chunks += chunks
+        s.rows += rows
+        s.arrow_bytes += arrow_bytes
 
     def add_jobs(self, backend: str, codec: str, pages: int, jobs: int, cbytes: int, ubytes: int, seconds: float) -> None:
         s = self.by_backend[(backend, codec)]
@@ -117,6 +159,8 @@ class ReadReport:
         self.batches += other.batches
         for backend, why in other.unreachable.items():
             self.unreachable.setdefault(backend, why)
+        for (column, where, why), d in other.columns.items():
+            self.add_decode(column, where, d.chunks, d.rows, d.arrow_bytes, why)
         return self
 
     @property
@@ -141,6 +185,10 @@ class ReadReport:
             "retries": list(self.retries),
             "redone": dict(self.redone),
             "unreachable": dict(self.unreachable),
+            "columns": [
+                {"column": c, "decoded_on": w, "why_not_gpu": why, **d.__dict__}
+                for (c, w, why), d in sorted(self.columns.items())
+            ],
         }
 
     def summary(self) -> str:
@@ -163,7 +211,19 @@ class ReadReport:
             lines.append(f"redone on cpu: {pages} page(s) that failed on {backend}")
         for backend, why in sorted(self.unreachable.items()):
             lines.append(f"read on cpu: GPU backend {backend} could not be used: {why}")
+        lines.extend(self.decode_lines())
         return "\n".join(lines)
+
+    def decode_lines(self) -> list[str]:
+        """One line per column and place it was decoded, with why not on the GPU."""
+        return [
+            f"column {c!r} decoded on {w}: {d.chunks} chunks, {d.rows} rows, {d.arrow_bytes / 1e6:.1f} MB Arrow"
+            + (f" (not on the GPU: {why})" if why else "")
+            for (c, w, why), d in sorted(self.columns.items())
+        ]
+
+    def __str__(self) -> str:
+        return self.summary()
 
 
 def _pyarrow_line(codec: str, s: CodecStats) -> str:

@@ -1,9 +1,11 @@
 """GPU kernels for byte arrays and the DELTA encodings, under numba's CUDA simulator, against pyarrow.
 
-Until the runner (levels, dictionary indices) and the planner exist, a
-host stand-in here plans one-column files written by pyarrow and does the
-measure steps that come before these kernels: per-row validity, value
-indices, value sections and dictionary indices, decoded in Python.
+Files written by pyarrow are planned by ``plan.plan_file``, decoded by
+``runner.decode_host`` (which calls these kernels) and assembled by
+``assemble.assemble``; hostile pages are hand-made PAGE records through the
+same runner. DELTA_BYTE_ARRAY on FIXED_LEN_BYTE_ARRAY, which the planner
+does not claim yet, goes through a host stand-in of the runner's first
+measure steps (levels, value indices) written here.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from numba import cuda
 
 from dask_hwdecomp.format.structs import DataPageHeaderV2, PageHeader, PageType
 from dask_hwdecomp.format.thrift import decode_struct
-from dask_hwdecomp.gpudecode import kernels_bytes, kernels_delta
+from dask_hwdecomp.gpudecode import kernels_bytes, kernels_delta, runner
+from dask_hwdecomp.gpudecode.assemble import assemble as assemble_plan
+from dask_hwdecomp.gpudecode.plan import plan_file
 from dask_hwdecomp.gpudecode.tables import (
     CHUNK,
     PAGE,
@@ -48,7 +52,7 @@ warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
 
 
 # --------------------------------------------------------------------------
-# host stand-in: plan + the measure steps before these kernels
+# host stand-in (FIXED_LEN_BYTE_ARRAY only): plan + the measure steps before these kernels
 # --------------------------------------------------------------------------
 
 def _uleb(b, pos):
@@ -236,17 +240,41 @@ def _validity(chunks, valid, out):
             out[c["out_valid"]:c["out_valid"] + len(bits)] = bits
 
 
+def _check_encodings(pages, write):
+    """The data pages carry the encoding the case means to test."""
+    data_encodings = set(pages["encoding"][pages["kind"] != PageKind.DICTIONARY].tolist())
+    if "column_encoding" in write:
+        assert data_encodings == {int(Encoding[write["column_encoding"]["x"]])}
+    elif write.get("use_dictionary"):
+        assert data_encodings <= {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
+
+
 def roundtrip(table: pa.Table, **write):
+    """Write ``table``, plan, decode with the runner, assemble; equal to pyarrow's read."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="none", **write)
+    buf = sink.getvalue()
+    plan = plan_file(buf)
+    assert "x" in plan.gpu_columns[0], plan.fallbacks
+    _check_encodings(plan.pages, write)
+    dec = runner.decode_host(plan.gather(buf), plan.chunks, plan.pages)
+    assert not dec.pages["error"].any(), dec.pages["error"]
+    got = assemble_plan(dec.out, dec.out, dec.chunks, plan)[0]["x"]
+    want = pq.read_table(io.BytesIO(buf)).column(0)
+    assert got.type == want.type
+    assert got.to_pylist() == want.to_pylist()
+    got.validate(full=True)
+    return dec.chunks, dec.pages
+
+
+def roundtrip_standin(table: pa.Table, **write):
+    """:func:`roundtrip` through the host stand-in (columns the planner leaves to pyarrow)."""
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="none", **write)
     buf = sink.getvalue()
     typ = table.schema.field(0).type
     chunks, pages, extra = plan(buf, typ)
-    data_encodings = set(pages["encoding"][pages["kind"] != PageKind.DICTIONARY].tolist())
-    if "column_encoding" in write:
-        assert data_encodings <= {int(Encoding[write["column_encoding"]["x"]])}
-    elif write.get("use_dictionary"):
-        assert data_encodings <= {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
+    _check_encodings(pages, write)
     chunks, pages, out = decode(buf, chunks, pages, extra)
     assert not pages["error"].any(), pages["error"]
     _validity(chunks, extra.valid, out)
@@ -317,8 +345,7 @@ def test_delta_binary_packed_block_shapes(block, mbs):
     rng = np.random.default_rng(block + mbs)
     values = [int(v) for v in rng.integers(-(2**63), 2**63 - 1, 300, dtype=np.int64)]
     values[100:140] = range(40)
-    buf, chunks, pages, extra = hand_page(dbp(values, block=block, mbs=mbs), 5, pa.int64(), len(values))
-    chunks, pages, out = decode(buf, chunks, pages, extra)
+    chunks, pages, out = hand_decode(*hand_page(dbp(values, block=block, mbs=mbs), 5, pa.int64(), len(values)))
     assert not pages["error"].any()
     assert assemble(chunks, out, pa.int64()).to_pylist() == values
 
@@ -388,7 +415,7 @@ def test_delta_byte_array_fixed_length(typ):
     else:
         vals = [bytes([97 + int(rng.integers(3)), 98, 97 + int(rng.integers(3))]) for _ in range(68)]
     table = pa.table({"x": pa.array(_nulls(vals, "some", rng), typ)})
-    roundtrip(table, **_write_args("DELTA_BYTE_ARRAY", "2.0", 150))
+    roundtrip_standin(table, **_write_args("DELTA_BYTE_ARRAY", "2.0", 150))
 
 
 def test_byte_arrays_several_row_groups():
@@ -443,9 +470,18 @@ def dbp(values, block=128, mbs=4, total=None, widths=None):
     return bytes(out)
 
 
+def _dict_ids(ids, bw=3):
+    """A dictionary data page's values: bit width, then one bit-packed run of ``ids``."""
+    groups = (len(ids) + 7) // 8
+    bits = 0
+    for k, v in enumerate(ids):
+        bits |= v << (k * bw)
+    return bytes([bw]) + _leb(groups << 1 | 1) + bits.to_bytes(groups * bw, "little")
+
+
 def hand_page(body: bytes, encoding: int, typ: pa.DataType, rows: int, *, dict_body: bytes | None = None,
-              dict_n: int = 0, idx=None):
-    """One required chunk of one v2 data page holding ``body`` (and a dictionary page)."""
+              dict_n: int = 0):
+    """One required chunk of one v2 data page holding ``body`` (and a dictionary page): (data, chunks, pages)."""
     physical = (Physical.INT32 if typ == pa.int32() else Physical.INT64 if typ == pa.int64()
                 else Physical.FIXED_LEN_BYTE_ARRAY if pa.types.is_fixed_size_binary(typ) else Physical.BYTE_ARRAY)
     type_length = typ.byte_width if physical == Physical.FIXED_LEN_BYTE_ARRAY else 0
@@ -454,27 +490,22 @@ def hand_page(body: bytes, encoding: int, typ: pa.DataType, rows: int, *, dict_b
     chunks = np.zeros(1, CHUNK)
     chunks[0] = (kind, physical, type_length, width, 0, -1, 0, 1, rows, 0, 0, -1, -1, -1, 0, 0)
     pages = np.zeros(2 if dict_body is not None else 1, PAGE)
-    vstart, vend = [], []
     at = 8
     if dict_body is not None:
-        pages[0] = (0, PageKind.DICTIONARY, 0, 0, at, len(dict_body), dict_n, -1, 0, dict_n, 0)
+        pages[0] = (0, PageKind.DICTIONARY, 0, 0, at, len(dict_body), dict_n, -1, 0, 0, 0)
         chunks[0]["dict_page"], chunks[0]["first_page"] = 0, 1
-        vstart.append(at)
-        vend.append(at + len(dict_body))
         at += len(dict_body)
-    pages[-1] = (0, PageKind.DATA_V2, encoding, 0, at, len(body), rows, 0, 0, rows, 0)
-    vstart.append(at)
-    vend.append(at + len(body))
-    extra = SimpleNamespace(valid=np.ones(rows, np.uint8), vindex=np.arange(rows, dtype=np.int32),
-                            idx=np.array(idx if idx is not None else [0] * rows, np.int32),
-                            vstart=np.array(vstart, np.int64), vend=np.array(vend, np.int64), total_dict=dict_n)
-    return buf, chunks, pages, extra
+    pages[-1] = (0, PageKind.DATA_V2, encoding, 0, at, len(body), rows, 0, 0, 0, 0)
+    return np.frombuffer(buf, np.uint8), chunks, pages
 
 
-def page_errors(*case):
-    buf, chunks, pages, extra = case
-    _c, pages, _out = decode(buf, chunks, pages, extra)
-    return [int(e) for e in pages["error"]]
+def hand_decode(data, chunks, pages):
+    dec = runner.decode_host(data, chunks, pages)
+    return dec.chunks, dec.pages, dec.out
+
+
+def page_errors(data, chunks, pages):
+    return [int(e) for e in hand_decode(data, chunks, pages)[1]["error"]]
 
 
 def _plain(strings):
@@ -496,13 +527,11 @@ WORDS = [b"ab", b"abc", b"", b"xyz"]
 def test_hand_pages_decode():
     """The hand-made pages of the hostile cases are valid before they are spoilt."""
     for enc, body in [(0, _plain(WORDS)), (6, _dlba(WORDS)), (7, _dba([0, 2, 0, 0], [b"ab", b"c", b"", b"xyz"]))]:
-        buf, chunks, pages, extra = hand_page(body, enc, S, 4)
-        chunks, pages, out = decode(buf, chunks, pages, extra)
+        chunks, pages, out = hand_decode(*hand_page(body, enc, S, 4))
         assert not pages["error"].any()
         assert assemble(chunks, out, S).to_pylist() == [w.decode() for w in WORDS]
     values = [0, 2**63 - 1, -(2**63), 5, -7] * 30
-    buf, chunks, pages, extra = hand_page(dbp(values), 5, pa.int64(), len(values))
-    chunks, pages, out = decode(buf, chunks, pages, extra)
+    chunks, pages, out = hand_decode(*hand_page(dbp(values), 5, pa.int64(), len(values)))
     assert assemble(chunks, out, pa.int64()).to_pylist() == values
 
 
@@ -514,9 +543,9 @@ E = PageError
     ("plain huge length", lambda: hand_page(b"\xff\xff\xff\xff" + _plain(WORDS), 0, S, 4), [E.LENGTH]),
     ("plain values missing", lambda: hand_page(_plain(WORDS[:2]), 0, S, 4), [E.VALUES]),
     ("dictionary index out of range",
-     lambda: hand_page(b"\x02\x00", 2, S, 2, dict_body=_plain(WORDS), dict_n=4, idx=[1, 4]), [0, E.DICT_INDEX]),
+     lambda: hand_page(_dict_ids([1, 4]), 8, S, 2, dict_body=_plain(WORDS), dict_n=4), [0, E.DICT_INDEX]),
     ("dictionary page length past its end",
-     lambda: hand_page(b"\x02\x00", 2, S, 2, dict_body=_plain(WORDS)[:-2], dict_n=4, idx=[1, 0]),
+     lambda: hand_page(_dict_ids([1, 0]), 8, S, 2, dict_body=_plain(WORDS)[:-2], dict_n=4),
      [E.LENGTH, E.DICT_INDEX]),
     ("dlba block size not a multiple of 128", lambda: hand_page(_dlba(WORDS, block=96, mbs=3), 6, S, 4), [E.DELTA]),
     ("dlba miniblock not a multiple of 32", lambda: hand_page(_dlba(WORDS, block=128, mbs=8), 6, S, 4), [E.DELTA]),
@@ -533,8 +562,6 @@ E = PageError
     ("dba first prefix not zero", lambda: hand_page(_dba([1, 0, 0, 0], [b"ab", b"c", b"", b"x"]), 7, S, 4),
      [E.LENGTH]),
     ("dba negative prefix", lambda: hand_page(_dba([0, -2, 0, 0], [b"ab", b"c", b"", b"x"]), 7, S, 4), [E.LENGTH]),
-    ("dba fixed-length value of another length",
-     lambda: hand_page(_dba([0, 0], [b"abc", b"ab"]), 7, pa.binary(3), 2), [E.LENGTH]),
     ("int64 bit width over 64", lambda: hand_page(dbp(list(range(10)), widths=[65, 0, 0, 0]), 5, pa.int64(), 10),
      [E.BIT_WIDTH]),
     ("int32 bit width over 32", lambda: hand_page(dbp(list(range(10)), widths=[33, 0, 0, 0]), 5, pa.int32(), 10),
@@ -542,11 +569,23 @@ E = PageError
     ("int count below the rows", lambda: hand_page(dbp(list(range(10))), 5, pa.int32(), 11), [E.COUNT]),
     ("int miniblocks past the page", lambda: hand_page(dbp(list(range(0, 3000, 7)))[:-3], 5, pa.int32(), 429),
      [E.DELTA]),
-    ("plain dictionary-less dictionary page", lambda: hand_page(b"\x02\x00", 8, S, 2, idx=[0, 0]),
+    ("dictionary data page without a dictionary", lambda: hand_page(_dict_ids([0, 0]), 8, S, 2),
      [E.DICT_INDEX]),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_hostile_pages(name, case, want):
     assert page_errors(*case()) == [int(w) for w in want]
+
+
+def test_hostile_fixed_length_delta_byte_array():
+    """A FIXED_LEN_BYTE_ARRAY value of another length than the type's (through the stand-in)."""
+    data, chunks, pages = hand_page(_dba([0, 0], [b"abc", b"ab"]), 7, pa.binary(3), 2)
+    pages["nonnull"] = 2
+    body = int(pages[0]["offset"])
+    extra = SimpleNamespace(valid=np.ones(2, np.uint8), vindex=np.arange(2, dtype=np.int32),
+                            idx=np.zeros(2, np.int32), vstart=np.array([body], np.int64),
+                            vend=np.array([body + int(pages[0]["size"])], np.int64), total_dict=0)
+    _c, pages, _out = decode(data.tobytes(), chunks, pages, extra)
+    assert pages["error"].tolist() == [PageError.LENGTH]
 
 
 # --------------------------------------------------------------------------

@@ -57,10 +57,11 @@ def pyarrow_reads(options: Options) -> bool:
 
     That is ``backend="auto"`` on a machine where no GPU backend can run
     (the registry's probes say so), unless ``verify_checksums`` asks for
-    the page path, which checks CRCs and names the page that fails. A named
-    backend, ``"cpu"`` included, always takes the page path.
+    the page path, which checks CRCs and names the page that fails, or
+    ``decode="gpu"``, which must raise there rather than decode on the CPU. A
+    named backend, ``"cpu"`` included, always takes the page path.
     """
-    if options.backend != "auto" or options.verify_checksums:
+    if options.backend != "auto" or options.verify_checksums or options.decode == "gpu":
         return False
     return all(registry.probe(name) is not None for name in GPU_BACKENDS)
 
@@ -80,7 +81,8 @@ class Router:
     Raises
     ------
     BackendUnavailableError
-        ``options.backend`` names a backend that cannot run here.
+        ``options.backend`` names a backend that cannot run here, or
+        ``options.decode`` is ``"gpu"`` and no GPU backend can run here.
     """
 
     def __init__(self, options: Options):
@@ -116,6 +118,11 @@ class Router:
                     f"no backend of {names} can decompress {algo.value} here"
                 )
             self._candidates[algo] = usable
+        if options.decode == "gpu" and not self.gpu_backends:
+            why = "; ".join(f"{n}: {registry.probe(n) or self.unreachable.get(n, 'not routed')}" for n in GPU_BACKENDS)
+            raise BackendUnavailableError(
+                f"decode='gpu' was requested but no GPU backend can run here ({why})"
+            )
 
     @classmethod
     def over(cls, options: Options, candidates: dict) -> Router:
@@ -133,6 +140,12 @@ class Router:
     def describe(self) -> dict:
         """``{bitstream: [backend names in order]}`` as routed here."""
         return {algo.value: [b.name for b in backends] for algo, backends in self._candidates.items()}
+
+    @property
+    def gpu_backends(self) -> list[str]:
+        """Names of the GPU backends this router hands work to (empty: none)."""
+        names = {b.name for backends in self._candidates.values() for b in backends}
+        return [n for n in GPU_BACKENDS if n in names]
 
     @property
     def primary(self):

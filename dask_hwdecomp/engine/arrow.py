@@ -16,7 +16,9 @@ why, in :data:`DASK_SEAMS`):
   piece's uncompressed in-memory image where dask opens the file, and the
   row groups renumbered to the image's. dask's own code then reads it, so
   columns, filters, index, categories, partitions and dtype backends behave
-  as with ``engine="pyarrow"``.
+  as with ``engine="pyarrow"``. Where the image carries columns decoded on
+  the GPU, :func:`~dask_hwdecomp.engine.gputable.image_table` returns the
+  same table, pyarrow decoding only the other columns.
 
 With ``backend="auto"`` on a machine where no GPU backend can run,
 :meth:`read_partition` is the parent's, untouched: pyarrow reads and
@@ -31,23 +33,35 @@ from dask.dataframe.io.parquet.arrow import ArrowDatasetEngine
 
 from ..decompress.routing import pyarrow_reads
 from ..options import as_option_dict, current_options, graph_options
+from ..readpath.batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND
 from ..readpath.decode_errors import locate_decode_errors
+from ..readpath.decode_report import account_image_columns, account_pyarrow_columns
 from ..readpath.passthrough import account_footer
 from ..readpath.reader import filter_columns
 from ..report import ReadReport, publish
 from . import metrics
+from .gputable import image_table
 from .imagefs import ImageFileSystem
 from .prepare import current_images, needed_columns, piece_key, prepared_images
 
 __all__ = ["HwdecompEngine", "DASK_SEAMS", "DaskSeam"]
 
 
+_ENGINE = "ArrowDatasetEngine"
+_ARROW_MODULE = "dask.dataframe.io.parquet.arrow"
+
+
 class DaskSeam(NamedTuple):
-    """A method of dask's ``ArrowDatasetEngine`` that the engine relies on."""
+    """A name of dask's that the engine relies on.
+
+    ``where`` is ``"ArrowDatasetEngine"`` for a classmethod of dask's
+    engine, else the module of a function.
+    """
 
     name: str
     parameters: tuple[str, ...]
     why: str
+    where: str = _ENGINE
 
 
 # Every name of dask's the engine uses besides the public
@@ -79,7 +93,33 @@ DASK_SEAMS: tuple[DaskSeam, ...] = (
         ("cls", "path_or_frag", "fs", "row_groups", "columns", "schema", "filters", "partitions",
          "partition_keys", "kwargs"),
         "private: called once per piece by read_partition; the override only swaps in the image's filesystem "
-        "and row-group numbers (or times pyarrow's read without a GPU) and calls the parent",
+        "and row-group numbers (or times pyarrow's read without a GPU) and calls the parent; with columns "
+        "decoded on the GPU, engine/gputable.py reproduces its branches",
+    ),
+    DaskSeam(
+        "_need_filtering",
+        ("filters", "partition_keys"),
+        "private: whether _read_table reads through a fragment (row filters on non-partition columns); "
+        "engine/gputable.py takes the same branch",
+        where=_ARROW_MODULE,
+    ),
+    DaskSeam(
+        "_filters_to_expression",
+        ("filters", "propagate_null", "nan_is_null"),
+        "private: the filter expression _read_table hands the fragment; engine/gputable.py filters with it",
+        where=_ARROW_MODULE,
+    ),
+    DaskSeam(
+        "_process_kwargs",
+        ("partitioning", "kwargs"),
+        "private: the dataset arguments _read_table builds the piece's fragment with",
+        where=_ARROW_MODULE,
+    ),
+    DaskSeam(
+        "_frag_subset",
+        ("old_frag", "row_groups"),
+        "private: the row-group subset of the fragment _read_table reads",
+        where=_ARROW_MODULE,
     ),
 )
 
@@ -155,7 +195,7 @@ class HwdecompEngine(ArrowDatasetEngine):
         if pyarrow_reads(options):
             # No GPU backend here: the parent reads as engine="pyarrow" does;
             # _read_table times each piece and reads its footer figures.
-            token = _pyarrow_report.set(report)
+            token = _pyarrow_report.set(_Passthrough(report, DECODE_CPU if options.decode == "cpu" else NO_GPU_BACKEND))
             try:
                 return parent_read()
             finally:
@@ -193,13 +233,14 @@ class HwdecompEngine(ArrowDatasetEngine):
     ):
         passthrough = _pyarrow_report.get()
         if passthrough is not None:
-            with passthrough.stage("pyarrow"):
+            with passthrough.report.stage("pyarrow"):
                 table = super()._read_table(
                     path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
                 )
+            account_pyarrow_columns(passthrough.report, table, row_groups, passthrough.why, _partition_names(partitions))
             if isinstance(path_or_frag, str):
-                with passthrough.stage("scan"):
-                    account_footer(passthrough, fs, path_or_frag, row_groups, _read_columns(columns, filters))
+                with passthrough.report.stage("scan"):
+                    account_footer(passthrough.report, fs, path_or_frag, row_groups, _read_columns(columns, filters))
             return table
         images = current_images()
         image = None
@@ -208,9 +249,13 @@ class HwdecompEngine(ArrowDatasetEngine):
         if image is None:
             # Not prepared here (a fallback file, or a call from outside
             # read_partition): pyarrow reads it, as the parent does.
-            return super()._read_table(
+            table = super()._read_table(
                 path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
             )
+            fallen = _report.get(None)
+            if fallen is not None:
+                account_pyarrow_columns(fallen, table, row_groups, FALLBACK, _partition_names(partitions))
+            return table
         # dask reads the piece from its image: ImageFileSystem serves the
         # image where dask opens the path, and the row groups are the
         # image's own (row group i of the image is image.row_groups[i]).
@@ -220,18 +265,30 @@ class HwdecompEngine(ArrowDatasetEngine):
         read.pop("open_file_options", None)
         report = _report.get(None) or ReadReport()
         located = locate_decode_errors(image.plan.piece.path, image.row_groups, image.buffer)
+        image_fs = ImageFileSystem(fs, path_or_frag, image.buffer)
+        used: tuple[str, ...] = ()
         with report.stage("decode"), located:
-            return super()._read_table(
-                path_or_frag,
-                ImageFileSystem(fs, path_or_frag, image.buffer),
-                local_rgs,
-                columns,
-                schema,
-                filters,
-                partitions,
-                partition_keys,
-                **{**kwargs, "read": read},
-            )
+            if image.decoded:
+                table, used = image_table(
+                    path_or_frag, image_fs, local_rgs, columns, schema, filters, partitions, partition_keys,
+                    image.decoded, **{**kwargs, "read": read},
+                )
+            else:
+                table = super()._read_table(
+                    path_or_frag, image_fs, local_rgs, columns, schema, filters, partitions, partition_keys,
+                    **{**kwargs, "read": read},
+                )
+        account_image_columns(report, image, table, used, _partition_names(partitions))
+        return table
+
+
+def _partition_names(partitions) -> set:
+    """Names of the hive partition columns dask's ``partitions`` holds (list or Partitioning)."""
+    if not partitions:
+        return set()
+    if isinstance(partitions, (list, tuple)):
+        return {p.name for p in partitions}
+    return set(partitions.partition_names)
 
 
 def _read_columns(columns, filters):
@@ -246,7 +303,16 @@ import contextvars  # noqa: E402
 # The report of the partition being read; no default, so that no shared
 # report collects figures outside a read_partition.
 _report: contextvars.ContextVar[ReadReport] = contextvars.ContextVar("hwdecomp_report")
-# The report of a partition pyarrow reads itself (no GPU), else None.
-_pyarrow_report: contextvars.ContextVar[ReadReport | None] = contextvars.ContextVar(
+
+
+class _Passthrough(NamedTuple):
+    """A partition pyarrow reads itself: its report, and why pyarrow decodes it."""
+
+    report: ReadReport
+    why: str
+
+
+# The partition pyarrow reads itself (no GPU), else None.
+_pyarrow_report: contextvars.ContextVar[_Passthrough | None] = contextvars.ContextVar(
     "hwdecomp_pyarrow_report", default=None
 )

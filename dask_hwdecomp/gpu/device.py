@@ -9,7 +9,7 @@ Every thread that issues driver calls makes it current first
 
 from __future__ import annotations
 
-from .errors import check
+from .errors import CudaError, check
 
 __all__ = ["Device", "bindings_installed", "device_count", "device_properties", "device_uuid"]
 
@@ -18,6 +18,34 @@ def _driver():
     from cuda.bindings import driver
 
     return driver
+
+
+def _init(driver):
+    """``cuInit(0)``; a missing driver library is a failed init, not an exception.
+
+    cuda-bindings loads ``libcuda`` on first use and raises a
+    ``RuntimeError`` when the machine has no NVIDIA driver (the gpu extra
+    installed on a machine without a GPU).
+
+    Raises
+    ------
+    CudaError
+        Only from :func:`~dask_hwdecomp.gpu.errors.check` at the callers.
+    """
+    try:
+        return driver.cuInit(0)
+    except RuntimeError as exc:
+        raise CudaError(f"the CUDA driver library cannot be loaded: {exc}",
+                        code=int(driver.CUresult.CUDA_ERROR_NO_DEVICE), name="CUDA_ERROR_NO_DEVICE") from None
+
+
+def _initialised(driver) -> bool:
+    """Whether the driver initialises here (False without a driver or device)."""
+    try:
+        (err,) = _init(driver)
+    except CudaError:
+        return False
+    return int(err) == 0
 
 
 def bindings_installed() -> bool:
@@ -37,8 +65,7 @@ def device_uuid(ordinal: int) -> str | None:
     if not bindings_installed():
         return None
     driver = _driver()
-    (err,) = driver.cuInit(0)
-    if int(err) != 0:
+    if not _initialised(driver):
         return None
     err, dev = driver.cuDeviceGet(ordinal)
     if int(err) != 0:
@@ -59,8 +86,7 @@ def device_count() -> int:
         The driver initialised but cannot count its devices.
     """
     driver = _driver()
-    (err,) = driver.cuInit(0)
-    if int(err) != 0:
+    if not _initialised(driver):
         return 0
     return check(driver.cuDeviceGetCount(), "counting CUDA devices")
 
@@ -76,7 +102,7 @@ def device_properties(ordinal: int, attrs) -> tuple[str, list[int]]:
     CudaError
     """
     driver = _driver()
-    check(driver.cuInit(0), "initialising the CUDA driver")
+    check(_init(driver), "initialising the CUDA driver")
     handle = check(driver.cuDeviceGet(ordinal), f"getting device {ordinal}")
     name = check(driver.cuDeviceGetName(256, handle), "reading the device name")
     values = [int(check(driver.cuDeviceGetAttribute(a, handle), f"reading {a!r}")) for a in attrs]
@@ -99,7 +125,7 @@ class Device:
 
     def __init__(self, ordinal: int = 0):
         driver = _driver()
-        check(driver.cuInit(0), "initialising the CUDA driver")
+        check(_init(driver), "initialising the CUDA driver")
         self.ordinal = ordinal
         self.handle = check(driver.cuDeviceGet(ordinal), f"getting device {ordinal}")
         name = check(driver.cuDeviceGetName(256, self.handle), "reading the device name")

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import cuda
 
+from .cuda_jit import cuda
 from .kernels_delta import (
     E_COUNT,
     E_DICT_INDEX,

@@ -14,7 +14,10 @@ of its own, handing named records to the next:
 4. :func:`allocate_images`: the destination buffer;
 5. the router: every job, one ``decompress`` per backend;
 6. ``BatchLayout.fill``: headers, stored bytes and footers around the outputs;
-7. :func:`build_images`: one :class:`Image` per piece.
+7. :func:`build_images`: one :class:`Image` per piece;
+8. :func:`decode_columns`: the column chunks the GPU decodes, into each
+   image's ``decoded`` (the GPU decoder's seam; pyarrow decodes the rest
+   from the image).
 
 The :class:`DecompressedBatch` owns both host buffers and frees them on
 ``close``.
@@ -23,14 +26,14 @@ The :class:`DecompressedBatch` owns both host buffers and frees them on
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from ..budget import split_by_budget
 from ..decompress.routing import Router
-from ..errors import LimitExceededError, PageLocation
+from ..errors import BackendUnavailableError, LimitExceededError, PageLocation
 from ..format.fastlayout import BatchLayout, FileSpec, lay_out_batch, reference_layout
 from ..options import Options
 from ..report import ReadReport
@@ -38,7 +41,8 @@ from .fetch import FetchPlan, fetch_into, plan_fetch
 from .plan import PiecePlan
 
 __all__ = ["Image", "DecompressedBatch", "iter_batches", "decompress_batch", "scan_and_lay_out",
-           "allocate_images", "build_images"]
+           "allocate_images", "build_images", "decode_columns", "cpu_decode_reason", "ColumnDecoder",
+           "use_column_decoder", "DECODE_CPU", "NO_GPU_BACKEND", "NO_GPU_DECODER", "FALLBACK"]
 
 _ALIGN = 64
 
@@ -54,11 +58,111 @@ class Image:
     ``buffer`` holds an uncompressed Parquet file with the piece's row
     groups in order: row group ``i`` of the image is ``row_groups[i]`` of
     the original file.
+
+    ``decoded`` holds the columns already decoded into Arrow (on the GPU),
+    by column name, each for exactly the image's row groups; pyarrow
+    decodes every other column from ``buffer``. ``why_not_gpu`` says, per
+    column, why the GPU did not decode it; ``cpu_reason`` why it decoded
+    none of the image's columns (empty when it was asked to).
     """
 
     plan: PiecePlan
     buffer: pa.Buffer
     row_groups: list[int]
+    decoded: dict[str, pa.ChunkedArray] = field(default_factory=dict)
+    why_not_gpu: dict[str, str] = field(default_factory=dict)
+    cpu_reason: str = ""
+
+    def reason(self, column: str) -> str:
+        """Why pyarrow, not the GPU, decoded ``column`` of this image."""
+        return self.why_not_gpu.get(column) or self.cpu_reason or "not decoded on the GPU"
+
+
+# Why pyarrow decodes every column of a batch (the report's wording).
+DECODE_CPU = "decode='cpu'"
+NO_GPU_BACKEND = "no GPU backend in use"
+NO_GPU_DECODER = "no GPU decoder installed"
+FALLBACK = "file read by pyarrow's own reader"
+
+# Fills the images' ``decoded`` (and ``why_not_gpu``) for a batch the GPU
+# decodes, timing its work into the report's ``gpu_decode`` stage.
+ColumnDecoder = Callable[[list[Image], Options, ReadReport], None]
+_column_decoder: ColumnDecoder | None = None
+
+
+@contextlib.contextmanager
+def use_column_decoder(decoder: ColumnDecoder | None, *, always: bool = False) -> Iterator[None]:
+    """Install ``decoder`` as the GPU decoder of this process inside the block.
+
+    Parameters
+    ----------
+    decoder : callable or None
+        ``decoder(images, options, report)`` fills each image's ``decoded``.
+    always : bool
+        Call it for every batch, whatever ``decode`` and the backends say: for
+        tests of the table building on a machine without a GPU, with a
+        decoder that takes pyarrow's columns.
+    """
+    global _column_decoder, _always
+    saved = _column_decoder, _always
+    _column_decoder, _always = decoder, always
+    try:
+        yield
+    finally:
+        _column_decoder, _always = saved
+
+
+_always = False
+
+
+def cpu_decode_reason(options: Options, router: Router) -> str:
+    """Why pyarrow decodes all of a batch routed by ``router``; "" when the GPU decodes.
+
+    Raises
+    ------
+    BackendUnavailableError
+        ``decode="gpu"`` and no GPU decoder is installed (the router itself
+        raises where no GPU backend can run).
+    """
+    if options.decode == "cpu":
+        return DECODE_CPU
+    if not router.gpu_backends:
+        return NO_GPU_BACKEND
+    if _column_decoder is None and not _in_service(router):
+        if options.decode == "gpu":
+            raise BackendUnavailableError("decode='gpu' was requested but no GPU decoder is installed")
+        return NO_GPU_DECODER
+    return ""
+
+
+def _in_service(router: Router) -> bool:
+    """Whether the batch's GPU backend runs in the GPU service, which hosts the GPU decoder."""
+    from .gpu_columns import decoder_of
+
+    return decoder_of(router) is not None
+
+
+def decode_columns(images: list[Image], router: Router, options: Options, report: ReadReport,
+                   dst: memoryview | None = None) -> None:
+    """Decode on the GPU the column chunks it supports, into each image's ``decoded``.
+
+    Where the GPU decodes nothing, each image's ``cpu_reason`` says why.
+    """
+    why = "" if _always and _column_decoder is not None else cpu_decode_reason(options, router)
+    if why:
+        for image in images:
+            image.cpu_reason = why
+        return
+    with report.stage("gpu_decode"):
+        if _column_decoder is not None:
+            _column_decoder(images, options, report)
+            return
+        from .gpu_columns import decode_on_gpu, decoder_of
+
+        backend = decoder_of(router)
+        if backend is None or dst is None:
+            raise BackendUnavailableError("the GPU decoder needs a GPU backend in the GPU service")
+        decode_on_gpu(images, dst, backend, options, report)
 
 
 class DecompressedBatch:
@@ -125,6 +229,7 @@ def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Option
         with report.stage("scan"):
             layout.fill(dst, src)
         images = build_images(plans, layout, dst)
+        decode_columns(images, router, options, report, dst)
     except BaseException:
         buffers.close()
         raise

@@ -12,13 +12,16 @@ from ..decompress.routing import Router, pyarrow_reads
 from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options, as_option_dict, current_options
 from ..report import ReadReport, publish
-from .batch import iter_batches
+from .assemble import ImageTable, fragment_to_table, read_row_groups
+from .batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND, iter_batches
 from .decode_errors import locate_decode_errors
+from .decode_report import account_image_columns, account_pyarrow_columns
+from .filters import filter_columns
 from .passthrough import account_footer
 from .plan import Piece, PiecePlan, plan_piece
 from .sources import Source, resolve_source
 
-__all__ = ["read_table", "HwdecompFallbackWarning", "fallback"]
+__all__ = ["read_table", "HwdecompFallbackWarning", "fallback", "filter_columns"]
 
 
 class HwdecompFallbackWarning(UserWarning):
@@ -152,6 +155,9 @@ def read_table(
         try:
             with local.stage("pyarrow"):
                 parts = [_decode(f.fragment, src, columns, rgs, use_threads) for f in src.files]
+            why = DECODE_CPU if opts.decode == "cpu" else NO_GPU_BACKEND
+            for f, part in zip(src.files, parts):
+                account_pyarrow_columns(local, part, rgs, why, _partition_fields(f.fragment))
             with local.stage("scan"):
                 for f in src.files:
                     account_footer(local, src.fs, f.path, row_groups, _needed(columns, filters))
@@ -173,6 +179,7 @@ def read_table(
             fallback(plan, opts, local)
             with local.stage("decode"):
                 tables[i] = _decode(f.fragment, src, columns, rgs, use_threads)
+            account_pyarrow_columns(local, tables[i], rgs, FALLBACK, _partition_fields(f.fragment))
         position = {id(plans[i]): i for i in fast}
         for batch in iter_batches(src.fs, [plans[i] for i in fast], router, opts, local):
             with batch:
@@ -185,7 +192,8 @@ def read_table(
                     located = locate_decode_errors(src.files[i].path, image.row_groups, image.buffer)
                     with local.stage("decode"), located:
                         picked = None if rgs is None else tuple(range(len(image.row_groups)))
-                        tables[i] = _decode(as_image, src, columns, picked, use_threads)
+                        tables[i], used = _decode_image(image, as_image, src, columns, picked, use_threads)
+                    account_image_columns(local, image, tables[i], used, _partition_fields(fragment))
     finally:
         publish(local)
         if report is not None:
@@ -216,6 +224,23 @@ def _decode(fragment, src: Source, columns, row_groups, use_threads: bool) -> pa
     return fragment.to_table(schema=src.schema, columns=columns, filter=src.filter, use_threads=use_threads)
 
 
+def _decode_image(image, fragment, src: Source, columns, row_groups, use_threads: bool) -> ImageTable:
+    """:func:`_decode` of an image, with the columns it carries decoded already."""
+    if not image.decoded:
+        return ImageTable(_decode(fragment, src, columns, row_groups, use_threads), ())
+    if row_groups is not None:
+        return read_row_groups(image.buffer, list(row_groups), columns, image.decoded,
+                               use_pandas_metadata=False, use_threads=use_threads)
+    return fragment_to_table(fragment, src.schema, columns, src.filter, image.decoded, use_threads=use_threads)
+
+
+def _partition_fields(fragment) -> set:
+    """Names of the columns the fragment's partition expression gives (not read from the file)."""
+    import pyarrow.dataset as ds
+
+    return set(ds.get_partition_keys(fragment.partition_expression))
+
+
 def _empty(src: Source, columns) -> pa.Table:
     """What pyarrow returns for a dataset without files: no rows, the projected schema."""
     import pyarrow.dataset as ds
@@ -232,23 +257,3 @@ def _needed(columns, filters):
     if filters is not None:
         names |= filter_columns(filters)
     return sorted(names)
-
-
-def filter_columns(filters) -> set:
-    """Names a filter refers to (DNF list, or a pyarrow expression)."""
-    if isinstance(filters, pa.compute.Expression):
-        expr = str(filters)
-        # pyarrow prints field refs as bare names; cheap and safe: take all
-        # identifiers, unknown ones select nothing.
-        import re
-
-        return set(re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", expr))
-    out = set()
-    stack = [filters]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str):
-            out.add(item[0])
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return out

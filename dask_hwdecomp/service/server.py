@@ -37,7 +37,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CorruptPageError
+import numpy as np
+
+from ..errors import BackendUnavailableError, CorruptPageError
+from ..gpudecode.checks import PlanError, check_placement, check_plan
+from ..gpudecode.tables import CHUNK, PAGE, PageError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
 from .rundir import ServiceAddress
@@ -100,6 +104,32 @@ def bind(address: ServiceAddress) -> socket.socket | None:
         return sock
 
 
+# Measured decodes a client may leave waiting for their writes: each holds
+# device memory until written or discarded.
+MAX_PENDING_DECODES = 64
+
+
+def unpack_plan(msg: wire.Measure, blob: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The upload ranges, CHUNK and PAGE records of a :class:`~dask_hwdecomp.service.wire.Measure`.
+
+    Raises
+    ------
+    wire.WireError
+        Counts and the binary part disagree.
+    """
+    if min(msg.nranges, msg.nchunks, msg.npages) < 0:
+        raise wire.WireError("negative counts")
+    want = 24 * msg.nranges + CHUNK.itemsize * msg.nchunks + PAGE.itemsize * msg.npages
+    if len(blob) != want:
+        raise wire.WireError(f"a plan of {msg.nranges} ranges, {msg.nchunks} chunks and {msg.npages} pages "
+                             f"carried {len(blob)} bytes, not {want}")
+    ranges = np.frombuffer(blob, dtype=np.int64, count=3 * msg.nranges).reshape(-1, 3)
+    at = ranges.nbytes
+    chunks = np.frombuffer(blob, dtype=CHUNK, count=msg.nchunks, offset=at).copy()
+    pages = np.frombuffer(blob, dtype=PAGE, count=msg.npages, offset=at + chunks.nbytes).copy()
+    return ranges, chunks, pages
+
+
 def _load(factory: str):
     module, _, func = factory.partition(":")
     return getattr(importlib.import_module(module), func)
@@ -155,6 +185,8 @@ class Service:
         self._idle_since: float | None = time.monotonic()
         self._stop = threading.Event()
         self.counters = _Counters()
+        self._decoder: Any = None
+        self._decoder_error: str | None = None
 
     # -- the accept loop ---------------------------------------------------
 
@@ -257,6 +289,29 @@ class Service:
             hosted.users += 1
             return key, hosted.backend
 
+    def decoder(self):
+        """The GPU decoder, created on first use and shared by every client.
+
+        Raises
+        ------
+        BackendUnavailableError
+            It cannot be created here (numba-cuda missing, no device); the
+            reason is kept and given to every later caller.
+        """
+        with self._lock:
+            if self._decoder is None and self._decoder_error is None:
+                try:
+                    from ..gpudecode.hosted import HostedDecoder
+
+                    self._decoder = HostedDecoder()
+                    logger.info("created the GPU decoder")
+                except Exception as exc:
+                    self._decoder_error = f"{type(exc).__name__}: {exc}"
+                    logger.warning("the GPU decoder cannot be created: %s", self._decoder_error)
+            if self._decoder is None:
+                raise BackendUnavailableError(f"the GPU decoder cannot run in the service: {self._decoder_error}")
+            return self._decoder
+
     def detach(self, key: tuple | None, conn: _Connection) -> None:
         """A connection left: close its backend if nobody else uses it."""
         closing = None
@@ -280,6 +335,9 @@ class Service:
                    "hosted_backends": len(self._hosted), "connections": self.counters.connections,
                    "refused": self.counters.refused, "runs": self.counters.runs}
             hosted = [h.backend for h in self._hosted.values()]
+            decoder = self._decoder
+        if decoder is not None:
+            out.update(decoder.stats())
         calls = pages = 0
         for backend in hosted:
             stats = getattr(backend, "stats", None)
@@ -307,6 +365,7 @@ class _Connection:
     backend: Any = None
     segments: SegmentMap = field(default_factory=SegmentMap)
     runs: set = field(default_factory=set)
+    decodes: dict = field(default_factory=dict)  # measure rid -> PendingDecode
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread: threading.Thread | None = None
@@ -346,6 +405,10 @@ class _Connection:
                 runs = list(self.runs)
             for t in runs:
                 t.join()
+            with self.lock:
+                pending, self.decodes = list(self.decodes.values()), {}
+            for p in pending:
+                p.close()
             self.segments.close()
             self.sock.close()
             self.service.detach(self.key, self)
@@ -412,6 +475,15 @@ class _Connection:
                 os.close(fd)
             if isinstance(msg, wire.Run):
                 self._start_run(msg, blob)
+            elif isinstance(msg, wire.Measure):
+                self._start(msg.rid, self._measure, msg, blob)
+            elif isinstance(msg, wire.Write):
+                self._start(msg.rid, self._write, msg, blob)
+            elif isinstance(msg, wire.Discard):
+                with self.lock:
+                    pending = self.decodes.pop(msg.measure, None)
+                if pending is not None:
+                    pending.close()
             elif isinstance(msg, wire.Forget):
                 self.segments.forget(msg.seg_id)
             elif isinstance(msg, wire.StatsRequest):
@@ -469,6 +541,82 @@ class _Connection:
         finally:
             with self.lock:
                 self.runs.discard(threading.current_thread())
+
+    # -- the GPU decoder ------------------------------------------------------
+
+    def _start(self, rid: int, work, msg, blob: bytes) -> None:
+        t = threading.Thread(target=self._decode_guarded, args=(rid, work, msg, blob),
+                             name=f"hwdecomp-decode-{self.peer.pid}-{rid}", daemon=True)
+        with self.lock:
+            self.runs.add(t)
+        t.start()
+
+    def _decode_guarded(self, rid: int, work, msg, blob: bytes) -> None:
+        try:
+            work(msg, blob)
+        except (KeyError, wire.WireError, PlanError) as exc:
+            what = f"names segment {exc.args[0]}, which was not shared" if isinstance(exc, KeyError) else str(exc)
+            self._refuse(rid, f"decode {rid}: {what}")
+        except BackendUnavailableError as exc:
+            self.send(wire.Failed(rid, type(exc).__name__, str(exc), -1, ""))
+        except BaseException as exc:  # a GPU failure: the context cannot be trusted
+            self.send(wire.Failed(rid, type(exc).__name__, str(exc), int(getattr(exc, "code", -1)),
+                                  str(getattr(exc, "name", ""))))
+            logger.error("a decode failed as a whole (%s: %s): exiting, the context cannot be trusted",
+                         type(exc).__name__, exc)
+            logging.shutdown()
+            os._exit(3)
+        finally:
+            with self.lock:
+                self.runs.discard(threading.current_thread())
+
+    def _corrupt(self, rid: int, pages) -> bool:
+        bad = np.flatnonzero(pages["error"])
+        if not len(bad):
+            return False
+        i = int(bad[0])
+        code = int(pages["error"][i])
+        name = PageError(code).name if code in PageError._value2member_map_ else str(code)
+        self.send(wire.Corrupt(rid, i, "CorruptPageError", f"the GPU decoder found it invalid ({name})"))
+        return True
+
+    def _measure(self, msg: wire.Measure, blob: bytes) -> None:
+        decoder = self.service.decoder()
+        src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)
+        ranges, chunks, pages = unpack_plan(msg, blob)
+        check_plan(ranges, chunks, pages, msg.data_bytes, msg.src_nbytes)
+        with self.lock:
+            if len(self.decodes) >= MAX_PENDING_DECODES:
+                raise wire.WireError(f"more than {MAX_PENDING_DECODES} measured decodes wait for their write")
+        pending = decoder.measure(src, ranges, chunks, pages, msg.data_bytes)
+        if self._corrupt(msg.rid, pending.pages):
+            pending.close()
+            return
+        with self.lock:
+            self.decodes[msg.rid] = pending
+        self.send(wire.Measured(msg.rid, [int(x) for x in pending.chunks["null_count"]],
+                                [int(x) for x in pending.chunks["data_bytes"]]))
+
+    def _write(self, msg: wire.Write, blob: bytes) -> None:
+        with self.lock:
+            pending = self.decodes.pop(msg.measure, None)
+        if pending is None:
+            raise wire.WireError(f"no measured decode {msg.measure} waits for a write")
+        try:
+            dst = self._view(msg.dst_seg, msg.dst_offset, msg.dst_nbytes)
+            chunks = pending.chunks.copy()
+            if len(blob) != 24 * len(chunks):
+                raise wire.WireError(f"a placement of {len(blob)} bytes for {len(chunks)} chunks")
+            placed = np.frombuffer(blob, dtype=np.int64).reshape(-1, 3)
+            check_placement(chunks, placed, msg.dst_nbytes)
+            chunks["out_valid"], chunks["out_values"], chunks["out_data"] = placed.T
+            errors = pending.decoder.write(pending, chunks, dst)
+            pages = pending.pages.copy()
+            pages["error"] = errors
+            if not self._corrupt(msg.rid, pages):
+                self.send(wire.Done(msg.rid, 0))
+        finally:
+            pending.close()
 
     def _stats(self) -> dict:
         out: dict[str, Any] = {}

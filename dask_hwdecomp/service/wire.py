@@ -34,8 +34,8 @@ from ..jobs import Algo, Job, PageCrc
 
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
-    "Attach", "Share", "Forget", "Run", "StatsRequest", "Stop",
-    "Hello", "Unavailable", "Done", "Corrupt", "Failed", "Stats", "Refused",
+    "Attach", "Share", "Forget", "Run", "Measure", "Write", "Discard", "StatsRequest", "Stop",
+    "Hello", "Unavailable", "Done", "Measured", "Corrupt", "Failed", "Stats", "Refused",
 ]
 
 _HEADER = struct.Struct("<IQI")  # JSON bytes, binary bytes, file descriptors
@@ -128,6 +128,47 @@ class Run(Message):
 
 
 @dataclass(frozen=True)
+class Measure(Message):
+    """Client to service: upload column chunks and measure their decoding (GPU decoder).
+
+    The binary part is ``nranges`` upload ranges (int64 rows of source
+    offset, bytes, offset in the device copy), then ``nchunks`` CHUNK and
+    ``npages`` PAGE records (:mod:`dask_hwdecomp.gpudecode.tables`).
+    """
+
+    rid: int
+    src_seg: int
+    src_offset: int
+    src_nbytes: int
+    data_bytes: int
+    nranges: int
+    nchunks: int
+    npages: int
+
+
+@dataclass(frozen=True)
+class Write(Message):
+    """Client to service: write the Arrow buffers of measured decode ``measure`` into dst.
+
+    The binary part is one int64 row per chunk: ``out_valid``,
+    ``out_values``, ``out_data``.
+    """
+
+    rid: int
+    measure: int
+    dst_seg: int
+    dst_offset: int
+    dst_nbytes: int
+
+
+@dataclass(frozen=True)
+class Discard(Message):
+    """Client to service: drop measured decode ``measure`` without writing it."""
+
+    measure: int
+
+
+@dataclass(frozen=True)
 class StatsRequest(Message):
     """Client to service: the counters of the service and of the attached backend."""
 
@@ -166,6 +207,15 @@ class Done(Message):
 
     rid: int
     redone: int
+
+
+@dataclass(frozen=True)
+class Measured(Message):
+    """Service to client: the measure ``rid`` (per chunk null counts and string bytes)."""
+
+    rid: int
+    null_counts: list
+    data_bytes: list
 
 
 @dataclass(frozen=True)
@@ -230,8 +280,10 @@ def _decode(obj: Any) -> Message:
         if isinstance(value, dict) and not all(
                 isinstance(k, str) and isinstance(v, _Scalar) for k, v in value.items()):
             raise WireError(f"{kind}.{name} holds more than names and plain values")
-        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
-            raise WireError(f"{kind}.{name} holds more than strings")
+        if isinstance(value, list) and not (
+                all(isinstance(v, str) for v in value)
+                or all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+            raise WireError(f"{kind}.{name} holds more than strings or more than integers")
     return cls(**fields)
 
 

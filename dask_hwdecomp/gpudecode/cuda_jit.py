@@ -1,0 +1,17 @@
+"""numba-cuda, imported once for every kernel module of the decoder.
+
+numba-cuda 0.30 registers an overload of ``numpy.row_stack``, which NumPy
+2.4 removed (it was an alias of ``numpy.vstack``); without the alias the
+import fails on NumPy >= 2.4. Kernel modules import ``cuda`` from here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack  # type: ignore[attr-defined]
+
+from numba import cuda  # noqa: E402
+
+__all__ = ["cuda"]

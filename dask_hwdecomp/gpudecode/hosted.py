@@ -1,0 +1,141 @@
+"""The GPU decoder as the GPU service hosts it: one per service process.
+
+A decode is two requests of one client (see
+:mod:`dask_hwdecomp.gpudecode.tables`): *measure* uploads the chunks'
+bytes from the client's shared memory into one device buffer and runs the
+measuring kernels; *write*, once the client has placed the outputs, runs
+the writing kernels into one device output buffer and copies it into the
+client's shared memory, where the Arrow buffers will live. Between the
+two, a :class:`PendingDecode` holds the device buffers; it is closed after
+the write, or when the client discards it or leaves.
+
+Each decode runs on a stream of its own taken from a small set, so that
+the uploads, kernels and copies of concurrent clients overlap.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["HostedDecoder", "PendingDecode"]
+
+
+@dataclass
+class PendingDecode:
+    """A measured decode waiting for its write: device buffers and stream."""
+
+    measured: Any  # runner.Measured
+    data: Any  # device array of the uploaded bytes
+    stream: Any
+    decoder: HostedDecoder
+    closed: bool = field(default=False)
+
+    @property
+    def chunks(self) -> np.ndarray:
+        """The measured chunk records."""
+        return self.measured.chunks
+
+    @property
+    def pages(self) -> np.ndarray:
+        """The measured page records (``error`` set where a page failed)."""
+        return self.measured.pages
+
+    def close(self) -> None:
+        """Free the device buffers and give the stream back (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.measured.state.close()
+        self.data = None
+        self.decoder._give_back(self.stream)
+
+
+class HostedDecoder:
+    """Runs decode plans on this process's GPU (numba-cuda kernels).
+
+    Parameters
+    ----------
+    streams : int
+        Streams decodes run on; a decode waits for a free one.
+
+    Raises
+    ------
+    ImportError
+        numba-cuda is not installed.
+    """
+
+    def __init__(self, streams: int = 4):
+        from . import runner
+        from .cuda_jit import cuda
+
+        self._cuda = cuda
+        self._runner = runner
+        self._free: queue.Queue = queue.Queue()
+        for _ in range(max(1, streams)):
+            self._free.put(cuda.stream())
+        self._lock = threading.Lock()
+        self.decodes = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def _give_back(self, stream) -> None:
+        self._free.put(stream)
+
+    def measure(self, src: memoryview, ranges: np.ndarray, chunks: np.ndarray, pages: np.ndarray,
+                data_bytes: int) -> PendingDecode:
+        """Upload ``ranges`` of ``src`` and measure; the caller closes the result.
+
+        Parameters
+        ----------
+        src : memoryview
+            The client's host buffer (shared memory, pinned by the service).
+        ranges : ndarray of int64, shape (n, 3)
+            Checked upload ranges (source offset, bytes, offset in the device copy).
+        chunks, pages : ndarray
+            Checked CHUNK and PAGE records.
+        data_bytes : int
+            Size of the device copy.
+        """
+        cuda = self._cuda
+        stream = self._free.get()
+        try:
+            data = cuda.device_array(max(1, data_bytes), dtype=np.uint8, stream=stream)
+            host = np.frombuffer(src, dtype=np.uint8)
+            for so, n, do in ranges.tolist():
+                if n:
+                    data[do : do + n].copy_to_device(host[so : so + n], stream=stream)
+            measured = self._runner.measure(data, chunks, pages, stream=stream)
+        except BaseException:
+            self._give_back(stream)
+            raise
+        with self._lock:
+            self.decodes += 1
+            self.bytes_in += int(data_bytes)
+        return PendingDecode(measured, data, stream, self)
+
+    def write(self, pending: PendingDecode, chunks: np.ndarray, dst: memoryview) -> np.ndarray:
+        """Write the Arrow buffers of ``pending`` into ``dst``; returns the page records' errors.
+
+        ``chunks`` are the measured records with the checked placement.
+        """
+        cuda = self._cuda
+        stream = pending.stream
+        n = len(dst)
+        out = cuda.device_array(max(1, n), dtype=np.uint8, stream=stream)
+        errors = self._runner.write(pending.measured.state, chunks, out, stream=stream)
+        if n and not np.any(errors):
+            out[:n].copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
+        stream.synchronize()
+        with self._lock:
+            self.bytes_out += n
+        return errors
+
+    def stats(self) -> dict:
+        """Counters: decodes, bytes uploaded, bytes of Arrow output written."""
+        with self._lock:
+            return {"decodes": self.decodes, "decode_bytes_in": self.bytes_in, "decode_bytes_out": self.bytes_out}

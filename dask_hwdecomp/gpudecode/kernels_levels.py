@@ -1,0 +1,149 @@
+"""Definition levels: per-row validity, per-page value counts and value positions.
+
+One block per page. The block checks the page against its chunk and the
+data buffer, finds its value section (``vstart``/``vend``: after the v1
+4-byte length and levels, or after the v2 ``def_bytes``), expands the
+levels into ``valid`` (all rows valid where ``max_def`` is 0), then scans
+them: ``vindex`` gives each non-null row its value's index in the page's
+value stream, ``vrow`` the inverse (value ``k`` -> row offset in the page),
+``row_page`` each row's page, and the page's ``nonnull`` is the count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .kernels_hybrid import block_hybrid, read_u32
+from .tables import PageError, PageKind
+
+__all__ = ["levels_kernel", "set_error", "SCAN_SLOTS"]
+
+# Shared scan buffer: blocks of this kernel run with at most this many threads.
+SCAN_SLOTS = 256
+
+_LEVELS = int(PageError.LEVELS)
+_VALUES = int(PageError.VALUES)
+_COUNT = int(PageError.COUNT)
+_DICT = int(PageKind.DICTIONARY)
+_V1 = int(PageKind.DATA_V1)
+
+
+@cuda.jit(device=True)
+def set_error(pages, p, code):
+    """Record ``code`` on page ``p`` unless it has an error already (the first wins)."""
+    if pages[p]["error"] == 0:
+        pages[p]["error"] = code
+
+
+@cuda.jit(device=True)
+def _check_page(data, chunks, pages, p, vstart, vend):
+    """Check page ``p`` against its chunk and ``data``; set its value section. Returns the level bytes' end or -1."""
+    c = pages[p]["chunk"]
+    if c < 0 or c >= chunks.shape[0]:
+        set_error(pages, p, _COUNT)
+        return np.int64(-1), np.int64(-1)
+    off = pages[p]["offset"]
+    size = pages[p]["size"]
+    if off < 0 or size < 0 or off + size > data.shape[0]:
+        set_error(pages, p, _VALUES)
+        return np.int64(-1), np.int64(-1)
+    n = np.int64(pages[p]["num_values"])
+    rs = pages[p]["row_start"]
+    base = chunks[c]["row_base"]
+    if n < 0 or rs < base or rs + n > base + chunks[c]["num_rows"]:
+        set_error(pages, p, _COUNT)
+        return np.int64(-1), np.int64(-1)
+    end = off + size
+    pos = off
+    lend = off
+    if pages[p]["kind"] == _V1:
+        if chunks[c]["max_def"] > 0:
+            length = read_u32(data, off, end)
+            if length < 0 or length > end - off - 4:
+                set_error(pages, p, _LEVELS)
+                return np.int64(-1), np.int64(-1)
+            pos = off + 4
+            lend = pos + length
+        else:
+            lend = off
+    else:
+        db = np.int64(pages[p]["def_bytes"])
+        if db < 0 or db > size:
+            set_error(pages, p, _LEVELS)
+            return np.int64(-1), np.int64(-1)
+        lend = off + db
+    vstart[p] = lend
+    vend[p] = end
+    return pos, lend
+
+
+@cuda.jit
+def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, vend):
+    shared = cuda.shared.array(8, np.int64)
+    scan = cuda.shared.array(SCAN_SLOTS, np.int32)
+    tid = cuda.threadIdx.x
+    nthreads = cuda.blockDim.x
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        cuda.syncthreads()
+        if tid == 0:
+            shared[6] = -1
+            shared[7] = -1
+            if pages[p]["kind"] != _DICT:
+                pos, lend = _check_page(data, chunks, pages, p, vstart, vend)
+                shared[6] = pos
+                shared[7] = lend
+            else:
+                vstart[p] = 0
+                vend[p] = 0
+        cuda.syncthreads()
+        pos = shared[6]
+        lend = shared[7]
+        if pos < 0:
+            continue
+        c = pages[p]["chunk"]
+        n = np.int64(pages[p]["num_values"])
+        rs = pages[p]["row_start"]
+        if chunks[c]["max_def"] == 0:
+            for k in range(tid, n, nthreads):
+                valid[rs + k] = 1
+                vindex[rs + k] = k
+                vrow[rs + k] = k
+                row_page[rs + k] = p
+            if tid == 0:
+                pages[p]["nonnull"] = n
+            continue
+        status = block_hybrid(data, pos, lend, 1, n, shared, valid, rs, vrow, 0, 2)
+        if status != 0:
+            if tid == 0:
+                set_error(pages, p, _LEVELS)
+            continue
+        # Exclusive scan of ``valid`` over the page, a block-sized slice at a time.
+        carry = np.int64(0)
+        for base in range(0, n, nthreads):
+            k = base + tid
+            v = 0
+            if k < n:
+                v = valid[rs + k]
+            scan[tid] = v
+            cuda.syncthreads()
+            step = 1
+            while step < nthreads:
+                add = 0
+                if tid >= step:
+                    add = scan[tid - step]
+                cuda.syncthreads()
+                scan[tid] += add
+                cuda.syncthreads()
+                step *= 2
+            if k < n:
+                e = carry + scan[tid] - v
+                vindex[rs + k] = e
+                row_page[rs + k] = p
+                if v:
+                    vrow[rs + e] = k
+            total = scan[nthreads - 1]
+            cuda.syncthreads()
+            carry += total
+        if tid == 0:
+            pages[p]["nonnull"] = carry

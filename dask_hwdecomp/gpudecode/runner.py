@@ -1,0 +1,248 @@
+"""Run the decode kernels over one decode batch: measure, then write.
+
+:func:`measure` copies the batch's records to the device, allocates the
+batch-wide scratch (a :class:`DecodeState`, freed by ``close()`` or by
+leaving its ``with`` block) and launches the measuring kernels, each once
+over the whole batch; the host gets the records back with ``nonnull``,
+``error``, ``null_count`` and ``data_bytes`` filled. Once the host has
+placed the outputs (:func:`~dask_hwdecomp.gpudecode.tables.place_outputs`),
+:func:`write` zeroes the output buffer and writes the Arrow buffers into
+it. :func:`decode_host` runs both on a host buffer (tests, the simulator).
+
+Every launch and copy goes to the caller's stream (a numba stream, or 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import config, cuda
+
+from . import kernels_bytes, kernels_delta
+from .kernels_fixed import bool_kernel, check_kernel, dict_kernel, fixed_kernel, totals_kernel, validity_kernel, zero_kernel
+from .kernels_levels import SCAN_SLOTS, levels_kernel
+from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, place_outputs, validity_bytes
+
+__all__ = ["DecodeState", "Measured", "Decoded", "measure", "write", "decode_host"]
+
+# Threads a block: the simulator runs one Python thread per CUDA thread,
+# so it gets small blocks and few of them (the kernels loop over the rest).
+_SIM = bool(config.ENABLE_CUDASIM)
+_PAGE_THREADS = 32 if _SIM else 128
+_ROW_THREADS = 32 if _SIM else 256
+_MAX_BLOCKS = 4 if _SIM else 1 << 16
+assert _PAGE_THREADS <= SCAN_SLOTS
+
+_DICT_ENCODINGS = (int(Encoding.PLAIN_DICTIONARY), int(Encoding.RLE_DICTIONARY))
+
+
+class DecodeState:
+    """The device side of one decode batch: records, scratch, and the data buffer.
+
+    Created by :func:`measure`; holds device memory until :meth:`close`
+    (or the end of a ``with`` block). Attributes are numba device arrays:
+    ``data``, ``chunks_d``, ``pages_d`` (the records), the per-row
+    ``valid``, ``vindex``, ``vrow`` (the page's ``k``-th value's row
+    offset), ``row_page``, ``idx``, ``lengths``, ``str_src``, the per-page
+    ``vstart``, ``vend``, the dictionary entries' ``dict_off``,
+    ``dict_len``, and ``byte_base`` (each chunk's first bitmap byte slot,
+    plus the total); ``stream`` is the stream every launch uses.
+    """
+
+    _ARRAYS = ("data", "chunks_d", "pages_d", "valid", "vindex", "vrow", "row_page", "idx", "lengths", "str_src",
+               "vstart", "vend", "dict_off", "dict_len", "byte_base")
+
+    def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> None:
+        self.stream = stream
+        self.data = data
+        self.num_chunks = len(chunks)
+        self.num_pages = len(pages)
+        self.total_rows = int((chunks["row_base"] + chunks["num_rows"]).max()) if len(chunks) else 0
+        kinds = chunks["kind"]
+        data_pages = pages[pages["kind"] != int(PageKind.DICTIONARY)]
+        needs_idx = bool(np.isin(data_pages["encoding"], _DICT_ENCODINGS).any()) or (
+            bool((kinds == int(OutKind.BOOL)).any()) and bool((data_pages["encoding"] == int(Encoding.RLE)).any()))
+        is_bytes = kinds == int(OutKind.BYTES)
+        total_dict = 0
+        for c in chunks[is_bytes]:
+            d = int(c["dict_page"])
+            if 0 <= d < len(pages):
+                total_dict = max(total_dict, int(c["dict_base"]) + max(int(pages[d]["num_values"]), 0))
+        rows = self.total_rows
+        byte_base = np.zeros(len(chunks) + 1, np.int64)
+        np.cumsum([validity_bytes(int(n)) for n in chunks["num_rows"]], out=byte_base[1:])
+
+        def zeros(n: int, dtype) -> Any:
+            return cuda.to_device(np.zeros(n, dtype), stream=stream)
+
+        self.chunks_d = cuda.to_device(np.ascontiguousarray(chunks, CHUNK), stream=stream)
+        self.pages_d = cuda.to_device(np.ascontiguousarray(pages, PAGE), stream=stream)
+        self.valid = zeros(rows, np.uint8)
+        self.vindex = zeros(rows, np.int32)
+        self.vrow = zeros(rows, np.int32)
+        self.row_page = cuda.to_device(np.full(rows, -1, np.int32), stream=stream)
+        self.idx = zeros(rows if needs_idx else 0, np.int32)
+        self.lengths = zeros(rows if is_bytes.any() else 0, np.int64)
+        self.str_src = zeros(rows if is_bytes.any() else 0, np.int64)
+        self.vstart = zeros(len(pages), np.int64)
+        self.vend = zeros(len(pages), np.int64)
+        self.dict_off = zeros(total_dict, np.int64)
+        self.dict_len = zeros(total_dict, np.int32)
+        self.byte_base = cuda.to_device(byte_base, stream=stream)
+        self.bitmap_bytes = int(byte_base[-1])
+        self.closed = False
+
+    def close(self) -> None:
+        """Drop the device arrays (numba frees them when unreferenced); idempotent."""
+        for name in self._ARRAYS:
+            setattr(self, name, None)
+        self.closed = True
+
+    def __enter__(self) -> DecodeState:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Measured(NamedTuple):
+    """:func:`measure`'s result: the records with the measured fields, and the open state."""
+
+    chunks: np.ndarray
+    pages: np.ndarray
+    state: DecodeState
+
+
+class Decoded(NamedTuple):
+    """:func:`decode_host`'s result: the records after writing and the output buffer."""
+
+    chunks: np.ndarray
+    pages: np.ndarray
+    out: np.ndarray
+
+
+def _grid(n: int, threads: int) -> int:
+    return max(1, min((n + threads - 1) // threads, _MAX_BLOCKS))
+
+
+def _blocks(n: int) -> int:
+    """Blocks for a one-block-a-page kernel (each block loops over pages)."""
+    return max(1, min(n, _MAX_BLOCKS))
+
+
+def _is_device(a) -> bool:
+    return hasattr(a, "copy_to_host")
+
+
+def measure(data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> Measured:
+    """Measure a decode batch: levels, value counts, dictionary indices, string lengths.
+
+    Parameters
+    ----------
+    data : device array of uint8 (or a numpy array, copied to the device)
+        The batch's bytes; the records' offsets point into it.
+    chunks, pages : numpy arrays of :data:`CHUNK`, :data:`PAGE`
+        The plan's records (not modified).
+    stream : numba stream or 0
+
+    Returns
+    -------
+    Measured
+        Copies of the records with ``nonnull``, ``error``, ``null_count``
+        and ``data_bytes`` filled, and the state to pass to :func:`write`
+        (close it when done). A page error is reported in ``pages["error"]``,
+        not raised.
+    """
+    if not _is_device(data):
+        data = cuda.to_device(np.ascontiguousarray(data, np.uint8), stream=stream)
+    chunks = np.array(chunks, CHUNK)
+    pages = np.array(pages, PAGE)
+    for name in ("null_count", "data_bytes"):
+        chunks[name] = 0
+    for name in ("nonnull", "error"):
+        pages[name] = 0
+    state = DecodeState(data, chunks, pages, stream)
+    try:
+        _measure(state)
+        back_c = state.chunks_d.copy_to_host(stream=stream)
+        back_p = state.pages_d.copy_to_host(stream=stream)
+        if stream != 0:
+            stream.synchronize()
+    except BaseException:
+        state.close()
+        raise
+    for name in ("null_count", "data_bytes"):
+        chunks[name] = back_c[name]
+    for name in ("nonnull", "error"):
+        pages[name] = back_p[name]
+    return Measured(chunks, pages, state)
+
+
+def _measure(s: DecodeState) -> None:
+    st = s.stream
+    if s.num_pages:
+        levels_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
+            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.vrow, s.row_page, s.vstart, s.vend)
+        check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.pages_d, s.vstart, s.vend)
+        if s.idx.shape[0]:
+            dict_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
+                s.data, s.chunks_d, s.pages_d, s.vstart, s.vend, s.vrow, s.idx)
+    kernels_bytes.measure_bytes(s)
+    kernels_delta.measure_delta(s)
+    if s.num_chunks:
+        totals_kernel[_grid(s.num_chunks, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.pages_d)
+
+
+def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.ndarray:
+    """Write the batch's Arrow buffers into ``out`` (zeroed first).
+
+    Parameters
+    ----------
+    state : DecodeState
+        From :func:`measure`, still open.
+    chunks : numpy array of :data:`CHUNK`
+        The measured records after :func:`place_outputs`.
+    out : device array of uint8
+        The placed size.
+    stream : numba stream or 0
+
+    Returns
+    -------
+    numpy array of int32
+        Each page's ``error`` after writing.
+    """
+    if state.closed:
+        raise ValueError("the decode state is closed")
+    st = stream
+    state.stream = stream
+    state.chunks_d = cuda.to_device(np.ascontiguousarray(chunks, CHUNK), stream=st)
+    s = state
+    if out.shape[0]:
+        zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, st](out)
+    total_bytes = s.bitmap_bytes
+    if total_bytes:
+        validity_kernel[_grid(total_bytes, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.byte_base, s.valid, out)
+        bool_kernel[_grid(total_bytes, _ROW_THREADS), _ROW_THREADS, st](
+            s.data, s.chunks_d, s.pages_d, s.byte_base, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
+    if s.total_rows:
+        fixed_kernel[_grid(s.total_rows, _ROW_THREADS), _ROW_THREADS, st](
+            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
+    kernels_bytes.write_bytes(s, out)
+    kernels_delta.write_delta(s, out)
+    errors = s.pages_d.copy_to_host(stream=st)["error"]
+    if st != 0:
+        st.synchronize()
+    return np.array(errors, np.int32)
+
+
+def decode_host(data: np.ndarray, chunks: np.ndarray, pages: np.ndarray) -> Decoded:
+    """Measure, place, write and copy back one batch held in host memory (tests, the simulator)."""
+    m = measure(data, chunks, pages)
+    with m.state as state:
+        placed = m.chunks.copy()
+        out = cuda.to_device(np.zeros(place_outputs(placed), np.uint8))
+        errors = write(state, placed, out)
+        written = m.pages.copy()
+        written["error"] = errors
+        return Decoded(placed, written, out.copy_to_host())

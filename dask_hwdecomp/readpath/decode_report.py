@@ -1,0 +1,60 @@
+"""Counting, per column, where a piece's columns were decoded into Arrow."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import pyarrow as pa
+
+from ..format.structs import RowGroup
+from ..report import ReadReport
+from .batch import Image
+
+__all__ = ["account_image_columns", "account_pyarrow_columns"]
+
+
+def _rows(image: Image) -> int:
+    """Rows of the image's row groups (before any row filter)."""
+    footer = image.plan.footer
+    if footer is None:
+        return 0
+    return sum(footer.row_groups[rg].get_value(RowGroup.num_rows, 0) for rg in image.row_groups)
+
+
+def account_image_columns(report: ReadReport, image: Image, table: pa.Table, used: Collection[str],
+                          skip: Collection[str] = ()) -> None:
+    """Count each column of ``table`` read from ``image``: decoded on the GPU (``used``) or by pyarrow.
+
+    ``skip`` names columns not read from the file (hive partition keys).
+    """
+    chunks = len(image.row_groups)
+    rows = _rows(image)
+    for i, name in _columns(table, skip):
+        if name in used:
+            column = image.decoded[name]
+            report.add_decode(name, "gpu", column.num_chunks, len(column), column.nbytes)
+        else:
+            report.add_decode(name, "pyarrow", chunks, rows, table.column(i).nbytes, image.reason(name))
+
+
+def account_pyarrow_columns(report: ReadReport, table: pa.Table, row_groups, why: str,
+                            skip: Collection[str] = ()) -> None:
+    """Count each column of ``table``, read by pyarrow's own reader, as decoded by pyarrow for ``why``.
+
+    ``row_groups``: those read (their count is the chunks), or None or
+    ``[None]`` for a whole file (the column's Arrow chunks are counted).
+    """
+    known = row_groups is not None and list(row_groups) != [None]
+    for i, name in _columns(table, skip):
+        column = table.column(i)
+        chunks = len(row_groups) if known else column.num_chunks
+        report.add_decode(name, "pyarrow", chunks, table.num_rows, column.nbytes, why)
+
+
+def _columns(table: pa.Table, skip: Collection[str]):
+    """``(index, name)`` of the table's columns, once per name, without ``skip``."""
+    seen = set(skip)
+    for i, name in enumerate(table.schema.names):
+        if name not in seen:
+            seen.add(name)
+            yield i, name

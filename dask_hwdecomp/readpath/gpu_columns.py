@@ -1,0 +1,112 @@
+"""The GPU decoder of a read batch: its column chunks decoded in the GPU service.
+
+After a batch is decompressed into its images (shared memory the service
+maps), :func:`decode_on_gpu` plans the chunks the GPU decodes
+(:func:`dask_hwdecomp.gpudecode.plan.plan_batch`), has the service decode
+them all in one measure and one write
+(:func:`dask_hwdecomp.service.decoding.decode_in_service`), and wraps the
+output as each image's ``decoded`` columns, whose Arrow buffers own the
+shared output. pyarrow decodes every other column from the image, and
+``why_not_gpu`` says why, per column.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, PageLocation
+from ..gpudecode.assemble import assemble
+from ..gpudecode.plan import DecodePlan, plan_batch
+from ..options import Options
+from ..report import ReadReport
+from ..service.client import ServiceBackend
+from ..service.decoding import DecoderLost, decode_in_service
+from .batch import Image
+
+__all__ = ["decode_on_gpu", "decoder_of", "LOST"]
+
+logger = logging.getLogger("dask_hwdecomp")
+
+# The report's reason for columns the GPU was to decode when its service was lost.
+LOST = "the GPU service was lost during the decode"
+
+
+def decoder_of(router) -> ServiceBackend | None:
+    """The GPU service connection a batch routed by ``router`` decodes through, if any."""
+    backend = router.primary
+    return backend if isinstance(backend, ServiceBackend) else None
+
+
+def _columns(image: Image) -> list[str]:
+    """The leaf columns the image holds (the piece's planned chunks)."""
+    names = []
+    for chunk in image.plan.chunks:
+        name = chunk.where.column
+        if name is not None and name not in names:
+            names.append(name)
+    return names
+
+
+def _locate(plan: DecodePlan, page: int) -> PageLocation:
+    """File, row group, column and page (ordinal in its chunk) of PAGE record ``page``."""
+    c = int(plan.pages["chunk"][page])
+    rec = plan.chunks[c]
+    first = int(rec["dict_page"]) if int(rec["dict_page"]) >= 0 else int(rec["first_page"])
+    return plan.columns[c].page_location(page - first)
+
+
+def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend, options: Options,
+                  report: ReadReport) -> None:
+    """Decode the batch's GPU-decodable column chunks into each image's ``decoded``.
+
+    Raises
+    ------
+    CorruptPageError
+        A page the GPU decoder found invalid, named.
+    BackendUnavailableError
+        ``decode="gpu"`` and the service cannot run the GPU decoder.
+    DecoderLost
+        ``decode="gpu"`` and the service was lost during the decode (with
+        ``"auto"``, pyarrow decodes those columns and the report says why).
+    """
+    if not images:
+        return
+    host = int(np.frombuffer(dst, dtype=np.uint8).ctypes.data) if len(dst) else 0
+    wanted = sorted({name for im in images for name in _columns(im)})
+    plan = plan_batch(images, wanted, host_address=host)
+    for image, fallbacks in zip(images, plan.fallbacks):
+        image.why_not_gpu.update(fallbacks)
+    if not len(plan.chunks):
+        return
+    try:
+        out = decode_in_service(backend, _Located(plan), dst)
+    except (BackendUnavailableError, DecoderLost) as exc:
+        if options.decode == "gpu":
+            raise
+        reason = exc.reason if isinstance(exc, BackendUnavailableError) else f"{LOST}: {exc.reason}"
+        logger.warning("decoding on the CPU: %s", reason)
+        for image, gpu in zip(images, plan.gpu_columns):
+            for name in gpu:
+                image.why_not_gpu[name] = reason
+        return
+    per_image = assemble(out.buffer, out.owner, out.chunks, plan)
+    for image, columns in zip(images, per_image):
+        image.decoded.update(columns)
+    if out.copied:
+        logger.info("GPU-decoded columns copied out of shared memory: its pool is held by live arrays")
+
+
+class _Located:
+    """The plan as :func:`decode_in_service` takes it: with ``locate(page)``."""
+
+    def __init__(self, plan: DecodePlan):
+        self._plan = plan
+        self.chunks = plan.chunks
+        self.pages = plan.pages
+        self.ranges = plan.ranges
+        self.data_bytes = plan.data_bytes
+
+    def locate(self, page: int) -> PageLocation:
+        return _locate(self._plan, page)

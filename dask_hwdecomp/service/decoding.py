@@ -1,0 +1,231 @@
+"""Decoding column chunks in the GPU service, seen from a reading process.
+
+:func:`decode_in_service` sends a decode plan over a
+:class:`~dask_hwdecomp.service.client.ServiceBackend`'s connection (the
+same connection and shared segments as its decompression), in two
+requests: *measure* (the service uploads the chunks from the batch's
+shared buffer and measures), then, with the outputs placed here, *write*
+(the service writes the Arrow buffers straight into a shared buffer of
+this process).
+
+That shared buffer becomes the memory of the Arrow arrays: it goes back to
+the pool when the last array over it is freed (:class:`OutputOwner`). So
+that arrays kept alive for long (a ``persist``) cannot exhaust the pool,
+outputs are copied into ordinary memory, and their shared buffer given back
+at once, while the outputs alive exceed half the pool's cap.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, CorruptPageError, HwdecompError
+from ..gpudecode.tables import place_outputs
+from . import wire
+from .client import ServiceBackend, ServiceGone
+
+__all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service"]
+
+# Bytes a decode may take per second beyond gpu_timeout_s before it counts as hung.
+_DEADLINE_BYTES_PER_S = 1 << 30
+
+
+class DecoderLost(HwdecompError):
+    """The GPU service died, hung or failed on a decode; nothing was decoded.
+
+    The caller decodes those columns with pyarrow and says so in the report.
+    """
+
+
+@dataclass(frozen=True)
+class DecodeOutput:
+    """What a decode returns.
+
+    Attributes
+    ----------
+    chunks : ndarray of CHUNK
+        The measured records with their output placement.
+    buffer : memoryview
+        The output bytes (``place_outputs``'s layout).
+    owner : object
+        Keep it alive as long as any array over ``buffer``: the base of
+        every ``pa.foreign_buffer``.
+    copied : bool
+        Whether the outputs were copied out of shared memory (pool pressure).
+    """
+
+    chunks: np.ndarray
+    buffer: memoryview
+    owner: Any
+    copied: bool
+
+
+class _Returns:
+    """Shared buffers whose arrays are gone, given back by the next decode.
+
+    An owner's finalizer may run inside any code (the cyclic garbage
+    collector), also inside the pool's own locked sections; so it only
+    queues, and the queue is drained where no lock is held.
+    """
+
+    def __init__(self) -> None:
+        self.queue: collections.deque = collections.deque()
+        self.live_bytes = 0
+        self.lock = threading.Lock()
+
+    def drain(self) -> None:
+        while True:
+            try:
+                buf, nbytes = self.queue.popleft()
+            except IndexError:
+                return
+            buf.close()
+            with self.lock:
+                self.live_bytes -= nbytes
+
+
+_returns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_returns_lock = threading.Lock()
+
+
+def _returns_of(backend: ServiceBackend) -> _Returns:
+    with _returns_lock:
+        r = _returns.get(backend)
+        if r is None:
+            r = _returns[backend] = _Returns()
+        return r
+
+
+class OutputOwner:
+    """Holds a shared output buffer; queued back to its pool when collected."""
+
+    __slots__ = ("__weakref__",)
+
+    def __init__(self, shared, nbytes: int, returns: _Returns):
+        weakref.finalize(self, returns.queue.append, (shared, nbytes))
+
+
+def _attachment(backend: ServiceBackend):
+    return backend._attached()
+
+
+def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput:
+    """Decode ``plan``'s chunks from ``src`` (the batch's shared buffer) in the service.
+
+    Parameters
+    ----------
+    backend : ServiceBackend
+        An attached GPU backend; its connection carries the decode.
+    plan : DecodePlan
+        From :func:`dask_hwdecomp.gpudecode.plan.plan_batch`: ``chunks``,
+        ``pages``, ``ranges``, ``data_bytes`` and ``locate(page)``.
+    src : memoryview
+        The host buffer the plan's ranges read.
+
+    Raises
+    ------
+    CorruptPageError
+        A page the kernels found invalid, named.
+    BackendUnavailableError
+        The service cannot run the GPU decoder.
+    DecoderLost
+        The service died, hung or failed on this decode.
+    """
+    returns = _returns_of(backend)
+    returns.drain()
+    staged: list = []
+    try:
+        src_ref = backend._ref(src, staged, copy_in=True)
+        deadline = backend.options.gpu_timeout_s + (plan.data_bytes + len(src)) / _DEADLINE_BYTES_PER_S
+        att = _attachment(backend)
+        blob = (np.ascontiguousarray(plan.ranges, dtype=np.int64).tobytes() + plan.chunks.tobytes()
+                + plan.pages.tobytes())
+        measure_msg = wire.Measure(0, src_ref.segment.id, src_ref.offset, src_ref.nbytes, int(plan.data_bytes),
+                                   len(plan.ranges), len(plan.chunks), len(plan.pages))
+        att.share(src_ref.segment)
+        reply, rid = _ask(att, lambda rid: (_with_rid(measure_msg, rid), blob), deadline)
+        _raise_for(reply, plan, "measure")
+        if not isinstance(reply, wire.Measured):
+            raise DecoderLost(f"the GPU service answered a measure with {type(reply).__name__}")
+        chunks = plan.chunks.copy()
+        if len(reply.null_counts) != len(chunks) or len(reply.data_bytes) != len(chunks):
+            raise DecoderLost("the GPU service measured another number of chunks")
+        chunks["null_count"] = reply.null_counts
+        chunks["data_bytes"] = reply.data_bytes
+        nbytes = place_outputs(chunks)
+        out = backend.host_buffer(max(nbytes, 1))
+        try:
+            placed = np.stack([chunks["out_valid"], chunks["out_values"], chunks["out_data"]], axis=1)
+            dst_ref = backend._ref(out.view, [], copy_in=False)  # lent by this pool: never staged
+            att.share(dst_ref.segment)
+            write = wire.Write(0, rid, dst_ref.segment.id, dst_ref.offset, nbytes)
+            reply, _ = _ask(att, lambda r: (_with_rid(write, r), placed.astype(np.int64).tobytes()), deadline)
+            _raise_for(reply, plan, "write")
+            if not isinstance(reply, wire.Done):
+                raise DecoderLost(f"the GPU service answered a write with {type(reply).__name__}")
+        except BaseException:
+            out.close()
+            raise
+        with returns.lock:
+            pressed = returns.live_bytes + nbytes > backend._pool.cap_bytes // 2
+            if not pressed:
+                returns.live_bytes += nbytes
+        if pressed:
+            copy = np.empty(nbytes, dtype=np.uint8)
+            copy[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
+            out.close()
+            return DecodeOutput(chunks, memoryview(copy), copy, True)
+        view = out.view[:nbytes]
+        return DecodeOutput(chunks, view, OutputOwner(out, nbytes, returns), False)
+    finally:
+        for buf in staged:
+            buf.close()
+
+
+def _with_rid(msg, rid: int):
+    import dataclasses
+
+    return dataclasses.replace(msg, rid=rid)
+
+
+def _ask(att, make, deadline: float):
+    """Send one request; (reply, rid). A hang kills the service; a death is :class:`DecoderLost`."""
+    box: dict = {}
+
+    def made(rid: int):
+        box["rid"] = rid
+        return make(rid)
+
+    try:
+        fut = att.request(made)
+        return fut.result(timeout=deadline), box["rid"]
+    except FutureTimeout:
+        reason = f"did not answer a decode within {deadline:.0f} s (gpu_timeout_s)"
+        att.kill(reason)
+        raise DecoderLost(f"the GPU service {reason}; it was restarted") from None
+    except ServiceGone as gone:
+        raise DecoderLost(f"the GPU service died during a decode ({gone.reason})") from None
+    except OSError as exc:
+        att.die(f"closed its connection ({exc})")
+        raise DecoderLost(f"the GPU service closed its connection during a decode ({exc})") from None
+
+
+def _raise_for(reply, plan, step: str) -> None:
+    if isinstance(reply, wire.Corrupt):
+        if not 0 <= reply.index < len(plan.pages):
+            raise HwdecompError(f"the GPU service named page {reply.index} of a decode of {len(plan.pages)}")
+        raise CorruptPageError(reply.message, plan.locate(reply.index))
+    if isinstance(reply, wire.Refused):
+        raise HwdecompError(f"the GPU service refused a decode {step}: {reply.reason}")
+    if isinstance(reply, wire.Failed):
+        if reply.error_type == BackendUnavailableError.__name__:
+            raise BackendUnavailableError(reply.message)
+        raise DecoderLost(f"the GPU service failed a decode {step} ({reply.error_type}: {reply.message}); "
+                          "it exits and the next read starts a fresh one")

@@ -1,0 +1,100 @@
+"""``decode="gpu"`` from ``dd.read_parquet`` and ``read_table`` to the GPU service and back.
+
+Without a GPU the whole path still runs: the registry opens the GPU
+service hosting the hardware backend's real code over the engine stand-in
+(``service_backends:standin``, it decompresses Snappy on the CPU), and the
+service's GPU decoder runs the real kernels under numba's CUDA simulator.
+The GPU machine runs the same path on its GPU in ``tests/gpu``.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dask_hwdecomp import hwdecomp, read_table
+from dask_hwdecomp.decompress import registry
+from dask_hwdecomp.report import ReadReport, collect_reports
+
+from helpers import gpu_available
+from service_backends import open_backend
+
+pytestmark = pytest.mark.skipif(gpu_available(), reason="the GPU machine runs this path on its GPU (tests/gpu)")
+
+
+@pytest.fixture(scope="module")
+def standin_service(tmp_path_factory):
+    """The registry's "hardware" backend: a service hosting the engine stand-in, its decoder simulated."""
+    opened = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NUMBA_ENABLE_CUDASIM", "1")
+        mp.setattr(registry, "probe", lambda name: None if name in ("hardware", "cpu") else "not on this machine (test)")
+
+        real_get_backend = registry.get_backend
+
+        def get_backend(name, options):
+            if name == "cpu":
+                return real_get_backend(name, options)
+            key = (name, options.batch_bytes)
+            if key not in opened:
+                opened[key] = open_backend("standin", options, service_dir=str(directory))
+            return opened[key]
+
+        directory = tmp_path_factory.mktemp("svc")
+        mp.setattr(registry, "get_backend", get_backend)
+        yield
+    for b in opened.values():
+        b.close()
+
+
+def _write(tmp_path):
+    rng = np.random.default_rng(11)
+    n = 240
+    table = pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "value": pa.array(rng.random(n), mask=rng.random(n) < 0.2),
+        "kind": pa.array(rng.integers(0, 5, n).astype(np.int32)),
+        "small": pa.array(rng.integers(-9, 9, n).astype(np.int16)),
+        "ts": pa.array(rng.integers(0, 10**12, n), type=pa.timestamp("ms")),
+    })
+    for i in range(2):
+        pq.write_table(table.slice(i * 120, 120), tmp_path / f"part{i}.parquet", compression="snappy",
+                       row_group_size=60, data_page_size=256)
+    return str(tmp_path)
+
+
+def test_read_parquet_decode_gpu_equals_pyarrow(standin_service, tmp_path):
+    path = _write(tmp_path)
+    with dask.config.set(scheduler="sync"), collect_reports() as reports:
+        got = dd.read_parquet(path, engine=hwdecomp,
+                              hwdecomp_options={"backend": "auto", "decode": "gpu"}).compute()
+    expected = dd.read_parquet(path, engine="pyarrow").compute()
+    pd.testing.assert_frame_equal(got, expected)
+    report = reports
+    where = {col: w for (col, w, _), _stats in report.columns.items()}
+    assert where == {c: "gpu" for c in ["id", "value", "kind", "small", "ts"]}, report.columns
+
+
+def test_filters_and_columns_with_decode_gpu(standin_service, tmp_path):
+    path = _write(tmp_path)
+    opts = {"backend": "auto", "decode": "gpu"}
+    with dask.config.set(scheduler="sync"):
+        got = dd.read_parquet(path, engine=hwdecomp, columns=["value", "small"], filters=[("kind", ">=", 3)],
+                              hwdecomp_options=opts).compute()
+        expected = dd.read_parquet(path, engine="pyarrow", columns=["value", "small"],
+                                   filters=[("kind", ">=", 3)]).compute()
+    pd.testing.assert_frame_equal(got, expected)
+
+
+def test_read_table_decode_gpu_and_cpu_agree(standin_service, tmp_path):
+    path = _write(tmp_path) + "/part1.parquet"
+    report = ReadReport()
+    gpu = read_table(path, backend="auto", decode="gpu", report=report)
+    cpu = read_table(path, backend="auto", decode="cpu")
+    assert gpu.equals(pq.read_table(path)) and cpu.equals(gpu)
+    assert {w for (_, w, _) in report.columns} == {"gpu"}

@@ -1,0 +1,172 @@
+"""GPU decoding through the GPU service: plan, measure, place, write, assemble.
+
+The service hosts the real CPU backend (``service_backends:cpu``) for the
+connection, and its GPU decoder runs the real kernels: on a machine without
+a CUDA device under numba's CUDA simulator (the service inherits
+``NUMBA_ENABLE_CUDASIM``), on the GPU machine on the GPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dask_hwdecomp.errors import CorruptPageError
+from dask_hwdecomp.gpudecode.assemble import assemble
+from dask_hwdecomp.gpudecode.plan import plan_file
+from dask_hwdecomp.options import Options
+from dask_hwdecomp.readpath.gpu_columns import _Located
+from dask_hwdecomp.service.decoding import decode_in_service
+
+from helpers import gpu_available
+from service_backends import open_backend
+
+
+@pytest.fixture(scope="module")
+def backend():
+    with pytest.MonkeyPatch.context() as mp:
+        if not gpu_available():
+            mp.setenv("NUMBA_ENABLE_CUDASIM", "1")
+        b = open_backend("cpu", Options(), cap_bytes=16 << 20)
+    yield b
+    b.close()
+
+
+def _table(n=300):
+    rng = np.random.default_rng(5)
+    ints = pa.array(rng.integers(-1000, 1000, n), mask=rng.random(n) < 0.3)
+    return pa.table({
+        "i64": ints,
+        "f64": pa.array(rng.random(n)),
+        "i32_dict": pa.array(rng.integers(0, 7, n).astype(np.int32)),
+        "flag": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+        "i8": pa.array(rng.integers(-100, 100, n).astype(np.int8)),
+    })
+
+
+def _file(table, **kw) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="none", data_page_size=512, row_group_size=120,
+                   use_dictionary=["i32_dict"], **kw)
+    return sink.getvalue()
+
+
+def _in_file(plan, offset: int) -> int:
+    """Where byte ``offset`` of the plan's upload lies in the planned file."""
+    for src, n, dst in plan.ranges.tolist():
+        if dst <= offset < dst + n:
+            return src + offset - dst
+    raise AssertionError(f"offset {offset} is not uploaded")
+
+
+def _in_shared(backend, data: bytes):
+    buf = backend.host_buffer(len(data))
+    buf.view[: len(data)] = data
+    return buf
+
+
+def _decode(backend, data: bytes):
+    buf = _in_shared(backend, data)
+    plan = plan_file(buf.view[: len(data)])
+    out = decode_in_service(backend, _Located(plan), buf.view[: len(data)])
+    return plan, out, buf
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_service_decodes_columns_equal_to_pyarrow(backend, version):
+    table = _table()
+    data = _file(table, data_page_version=version)
+    plan, out, buf = _decode(backend, data)
+    assert len(plan.chunks) == 5 * 3 and not plan.fallbacks[0]
+    (columns,) = assemble(out.buffer, out.owner, out.chunks, plan)
+    expected = pq.read_table(io.BytesIO(data))
+    for name in table.column_names:
+        assert columns[name].equals(expected.column(name)), name
+    buf.close()
+
+
+def test_a_corrupt_page_is_named_and_the_service_goes_on(backend):
+    table = _table()
+    data = bytearray(_file(table))
+    plan = plan_file(bytes(data))
+    # The dictionary-encoded column's first data page: its bit width byte set to 200.
+    chunk = int(np.flatnonzero(plan.chunks["dict_page"] >= 0)[0])
+    page = int(plan.chunks["first_page"][chunk])
+    at = _in_file(plan, int(plan.pages["offset"][page]))
+    data[at + 4 + int.from_bytes(data[at : at + 4], "little")] = 200
+    buf = _in_shared(backend, bytes(data))
+    with pytest.raises(CorruptPageError) as info:
+        decode_in_service(backend, _Located(plan_file(buf.view[: len(data)])), buf.view[: len(data)])
+    where = info.value.location
+    assert where.column == "i32_dict" and where.row_group == 0 and where.page == 1
+    buf.close()
+    # The same connection decodes the next batch.
+    plan2, out, buf2 = _decode(backend, _file(table))
+    assert out.chunks["null_count"].sum() > 0
+    buf2.close()
+
+
+def test_outputs_live_in_shared_memory_until_their_arrays_die(backend):
+    data = _file(_table())
+    plan, out, buf = _decode(backend, data)
+    buf.close()
+    assert not out.copied
+    held = backend._pool.stats()["held_bytes"]
+    (columns,) = assemble(out.buffer, out.owner, out.chunks, plan)
+    del out
+    gc.collect()
+    arrays = columns["f64"]
+    del columns
+    gc.collect()
+    # One array keeps the whole output alive; once it dies, the next decode gives it back.
+    _, out2, buf2 = _decode(backend, data)
+    assert backend._pool.stats()["held_bytes"] >= held
+    del arrays
+    gc.collect()
+    buf2.close()
+    del out2
+    gc.collect()
+    from dask_hwdecomp.service.decoding import _returns_of
+    returns = _returns_of(backend)
+    returns.drain()
+    assert returns.live_bytes == 0
+
+
+def test_outputs_are_copied_out_when_live_outputs_press_the_pool(monkeypatch):
+    if not gpu_available():
+        monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    # A pool of 64 KiB: outputs kept alive past 32 KiB (two of 16 KB) are
+    # copied into ordinary memory.
+    b = open_backend("cpu", Options(), cap_bytes=64 << 10)
+    try:
+        table = pa.table({"x": pa.array(np.arange(2000, dtype=np.int64))})
+        sink = io.BytesIO()
+        pq.write_table(table, sink, compression="none", use_dictionary=False)
+        data = sink.getvalue()
+        kept = []
+        copied = []
+        for _ in range(3):
+            plan, out, buf = _decode(b, data)
+            buf.close()
+            kept.append(assemble(out.buffer, out.owner, out.chunks, plan))
+            copied.append(out.copied)
+        assert copied == [False, False, True]
+        for (cols,) in kept:
+            assert cols["x"].equals(table.column("x"))
+    finally:
+        b.close()
+
+
+def test_the_service_refuses_a_plan_past_its_buffer(backend):
+    data = _file(_table())
+    buf = _in_shared(backend, data)
+    plan = plan_file(buf.view[: len(data)])
+    plan.pages["size"][0] = len(data) * 2
+    with pytest.raises(Exception, match="refused a decode"):
+        decode_in_service(backend, _Located(plan), buf.view[: len(data)])
+    buf.close()
