@@ -34,7 +34,8 @@ class ImageTable(NamedTuple):
     table : pyarrow.Table
         What dask's ``_read_table`` returns for the piece.
     used : tuple of str
-        The decoded columns the table holds (the others pyarrow decoded).
+        The decoded columns the read took (those the table holds, and
+        those only a row filter needed); pyarrow decoded the others.
     """
 
     table: pa.Table
@@ -113,7 +114,9 @@ def _usable(decoded: Mapping[str, pa.ChunkedArray], schema: pa.Schema, columns) 
     names = schema.names
     if not decoded or len(set(names)) != len(names):
         return set()
-    if columns is not None and any(c is not None and c not in names for c in columns):
+    if columns is not None and any(
+        isinstance(c, str) and c not in names and c.split(".", 1)[0] in names for c in columns
+    ):
         return set()  # a nested field path: pyarrow's projection, not a whole column
     return {n for n in names if n in decoded and decoded[n].type == schema.field(n).type}
 
@@ -158,5 +161,13 @@ def fragment_to_table(
         if name in used:
             whole = whole.append_column(schema.field(name), decoded[name])
     out = pa_ds.dataset(whole).to_table(columns=projected, filter=filter, use_threads=use_threads)
-    return ImageTable(pa.Table.from_arrays(out.columns, schema=empty.schema),
-                      tuple(n for n in empty.schema.names if n in used))
+    return ImageTable(_as_schema(out, empty.schema), tuple(n for n in needed if n in used))
+
+
+def _as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns under ``schema``, keeping the row count of a table without columns."""
+    if schema.names:
+        return pa.Table.from_arrays(table.columns, schema=schema)
+    # A table of no columns built from none has no rows; this one keeps them.
+    holder = pa.table({"rows": pa.nulls(table.num_rows)}, metadata=schema.metadata)
+    return holder.drop_columns(["rows"])
