@@ -267,3 +267,56 @@ def test_read_table_with_decoded_columns(files, kwargs):
     assert got.equals(pq.read_table(path, **kwargs) if "row_groups" not in kwargs else
                       pq.ParquetFile(path).read_row_groups(kwargs["row_groups"]), check_metadata=True)
     assert _gpu_columns(report)
+
+
+class _CheckedEngine(hwdecomp):
+    """hwdecomp, each piece's table compared with dask's own ``_read_table`` over the same image."""
+
+    checked = 0
+
+    @classmethod
+    def _read_table(cls, path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys,
+                    **kwargs):
+        from dask.dataframe.io.parquet.arrow import ArrowDatasetEngine
+
+        from dask_hwdecomp.engine.imagefs import ImageFileSystem
+        from dask_hwdecomp.engine.prepare import current_images, piece_key
+
+        image = current_images()[piece_key(path_or_frag, row_groups)]
+        local = row_groups if list(row_groups) == [None] else list(range(len(image.row_groups)))
+        theirs_columns = list(columns)
+        expected = ArrowDatasetEngine._read_table(
+            path_or_frag, ImageFileSystem(fs, path_or_frag, image.buffer), local, theirs_columns, schema, filters,
+            partitions, partition_keys, **kwargs,
+        )
+        got = super()._read_table(path_or_frag, fs, row_groups, columns, schema, filters, partitions,
+                                  partition_keys, **kwargs)
+        assert image.decoded
+        assert got.equals(expected, check_metadata=True), (got.schema, expected.schema)
+        assert columns == theirs_columns  # dask's in-place change of columns, reproduced
+        _CheckedEngine.checked += 1
+        return got
+
+
+@pytest.mark.parametrize(
+    "source, kwargs",
+    [
+        ("files", {}),
+        ("files", {"columns": ["comment", "key"], "filters": [("price", "<", 0.5)]}),
+        ("files", {"index": False, "split_row_groups": True}),
+        ("unnamed_index", {"filters": [("qty", ">", 20)]}),
+        ("hive", {}),
+        ("hive", {"filters": [("part", "==", 2), ("flag", "!=", "A")]}),
+        ("hive", {"columns": ["part", "key", "cat"], "dtype_backend": "pyarrow"}),
+    ],
+    ids=str,
+)
+def test_piece_tables_equal_dasks_own(request, source, kwargs):
+    # Stricter than the frames: schema, field and pandas metadata of every piece's table.
+    path = request.getfixturevalue(source)
+    before = _CheckedEngine.checked
+    ours = dd.read_parquet(path, engine=_CheckedEngine, hwdecomp_options={"backend": "cpu"}, **kwargs)
+    with use_column_decoder(pyarrow_decoder(SOME), always=True):
+        got = ours.compute(scheduler="sync")
+    pd.testing.assert_frame_equal(got, dd.read_parquet(path, engine="pyarrow", **kwargs).compute(scheduler="sync"))
+    assert _CheckedEngine.checked > before
