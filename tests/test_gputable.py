@@ -22,36 +22,7 @@ from dask_hwdecomp import collect_reports, hwdecomp, read_table
 from dask_hwdecomp.readpath.assemble import fragment_to_table, read_row_groups
 from dask_hwdecomp.readpath.batch import use_column_decoder
 
-PICKED_OUT = "left to pyarrow by the test"
-
-
-def _decoded_by_pyarrow(buffer: pa.Buffer, names) -> dict[str, pa.ChunkedArray]:
-    """``names`` of an uncompressed Parquet file, each one chunk per row group, as pyarrow decodes them."""
-    pf = pq.ParquetFile(pa.BufferReader(buffer))
-    out = {}
-    for name in names:
-        parts = [pf.read_row_group(i, columns=[name]).column(0) for i in range(pf.metadata.num_row_groups)]
-        out[name] = pa.chunked_array([c for p in parts for c in p.chunks], type=pf.schema_arrow.field(name).type)
-    return out
-
-
-def pyarrow_decoder(pick):
-    """A column decoder taking pyarrow's columns: the flat top-level columns read whose name ``pick`` accepts."""
-
-    def decode(images, options, report):
-        for image in images:
-            pf = pq.ParquetFile(pa.BufferReader(image.buffer))
-            read = {pf.schema.column(c.column).path.split(".")[0] for c in image.plan.chunks}
-            chosen = []
-            for name in sorted(read):
-                typ = pf.schema_arrow.field(name).type
-                if pick(name) and not pa.types.is_nested(typ):
-                    chosen.append(name)
-                else:
-                    image.why_not_gpu[name] = PICKED_OUT
-            image.decoded.update(_decoded_by_pyarrow(image.buffer, chosen))
-
-    return decode
+from helpers import decoded_by_pyarrow, pyarrow_decoder
 
 
 def _frame(n: int, seed: int) -> pd.DataFrame:
@@ -243,7 +214,7 @@ def test_fragment_to_table_equals_pyarrow(tmp_path, columns, filt):
     expected = frag.to_table(schema=ds.schema, columns=columns, filter=filt, use_threads=False)
     with open(frag.path, "rb") as f:
         buf = pa.py_buffer(f.read())
-    decoded = _decoded_by_pyarrow(_subset(buf, [0, 2]), ["key", "flag", "maybe"])
+    decoded = decoded_by_pyarrow(_subset(buf, [0, 2]), ["key", "flag", "maybe"])
     got, used = fragment_to_table(frag, ds.schema, columns, filt, decoded)
     assert got.equals(expected, check_metadata=True)
     assert used
