@@ -312,14 +312,19 @@ def pyarrow_decoder(pick):
     def decode(images, options, report):
         for image in images:
             pf = pq.ParquetFile(pa.BufferReader(image.buffer))
-            read = {pf.schema.column(c.column).path.split(".")[0] for c in image.plan.chunks}
+            names = pf.schema_arrow.names
+            # A flat column's leaf path is its name (dots included); a
+            # nested one's is longer.
+            read = {pf.schema.column(c.column).path for c in image.plan.chunks}
             chosen = []
-            for name in sorted(read):
-                typ = pf.schema_arrow.field(name).type
-                if pick(name) and not pa.types.is_nested(typ):
-                    chosen.append(name)
+            for path in sorted(read):
+                flat = path in names and names.count(path) == 1 and not pa.types.is_nested(
+                    pf.schema_arrow.field(path).type
+                )
+                if flat and pick(path):
+                    chosen.append(path)
                 else:
-                    image.why_not_gpu[name] = PICKED_OUT
+                    image.why_not_gpu[path if flat else path.split(".")[0]] = PICKED_OUT
             image.decoded.update(decoded_by_pyarrow(image.buffer, chosen))
 
     return decode

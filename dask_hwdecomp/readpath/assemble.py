@@ -16,7 +16,7 @@ pyarrow as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -127,6 +127,7 @@ def fragment_to_table(
     columns,
     filter,
     decoded: Mapping[str, pa.ChunkedArray],
+    filtered_on: Collection[str] = (),
     *,
     use_threads: bool = False,
 ) -> ImageTable:
@@ -135,7 +136,9 @@ def fragment_to_table(
     pyarrow reads the other columns the projection and the filter need
     (partition columns and columns missing from the file included, as the
     fragment gives them); the filter then runs over the whole in-memory
-    table with pyarrow's own expression evaluation.
+    table with pyarrow's own expression evaluation. ``filtered_on`` names
+    the columns ``filter`` refers to, as the image was planned with them
+    (a column the image does not hold reads as no rows).
 
     Raises
     ------
@@ -147,10 +150,7 @@ def fragment_to_table(
     )
     physical = set(fragment.physical_schema.names)
     projected = list(schema.names) if columns is None else list(columns)
-    # Every field whose name the printed filter holds: a superset of those
-    # it refers to, whatever characters the names contain.
-    text = "" if filter is None else str(filter)
-    needed = _unique(projected + [n for n in schema.names if n in text])
+    needed = _unique(projected + ([n for n in schema.names if n in filtered_on] if filter is not None else []))
     used = {n for n in _usable(decoded, schema, needed) if n in physical and n in needed}
     if not used or any(c not in schema.names for c in needed):
         return ImageTable(fragment.to_table(schema=schema, columns=columns, filter=filter, use_threads=use_threads), ())
