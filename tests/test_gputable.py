@@ -294,3 +294,14 @@ def test_piece_tables_equal_dasks_own(request, source, kwargs):
         got = ours.compute(scheduler="sync")
     pd.testing.assert_frame_equal(got, dd.read_parquet(path, engine="pyarrow", **kwargs).compute(scheduler="sync"))
     assert _CheckedEngine.checked > before
+
+
+@pytest.mark.parametrize("filters", [None, [("qty", "<", 10)]], ids=str)
+def test_read_table_of_a_buffer_with_decoded_columns(files, filters):
+    # A file-like source has no dataset schema: the fragment's own is the read's.
+    with open(files + "/part0.parquet", "rb") as f:
+        data = pa.py_buffer(f.read())
+    with use_column_decoder(pyarrow_decoder(SOME), always=True), collect_reports() as report:
+        got = read_table(data, backend="cpu", filters=filters)
+    assert got.equals(pq.read_table(pa.BufferReader(data), filters=filters), check_metadata=True)
+    assert _gpu_columns(report) == {"key", "flag", "maybe", "ix"}

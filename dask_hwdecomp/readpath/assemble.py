@@ -149,17 +149,19 @@ def fragment_to_table(
         schema=schema, columns=columns, filter=filter, use_threads=use_threads
     )
     physical = set(fragment.physical_schema.names)
-    projected = list(schema.names) if columns is None else list(columns)
-    needed = _unique(projected + ([n for n in schema.names if n in filtered_on] if filter is not None else []))
-    used = {n for n in _usable(decoded, schema, needed) if n in physical and n in needed}
-    if not used or any(c not in schema.names for c in needed):
+    # The fields the read gives: the dataset's, else the file's.
+    fields = fragment.physical_schema if schema is None else schema
+    projected = list(fields.names) if columns is None else list(columns)
+    needed = _unique(projected + ([n for n in fields.names if n in filtered_on] if filter is not None else []))
+    used = {n for n in _usable(decoded, fields, needed) if n in physical and n in needed}
+    if not used or any(c not in fields.names for c in needed):
         return ImageTable(fragment.to_table(schema=schema, columns=columns, filter=filter, use_threads=use_threads), ())
     rest = fragment.to_table(schema=schema, columns=[n for n in needed if n not in used], use_threads=use_threads)
     _check_rows(decoded, used, rest.num_rows)
     whole = rest
     for name in needed:
         if name in used:
-            whole = whole.append_column(schema.field(name), decoded[name])
+            whole = whole.append_column(fields.field(name), decoded[name])
     out = pa_ds.dataset(whole).to_table(columns=projected, filter=filter, use_threads=use_threads)
     return ImageTable(_as_schema(out, empty.schema), tuple(n for n in needed if n in used))
 
