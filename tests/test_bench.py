@@ -89,6 +89,8 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
         # without a GPU, auto is pyarrow's own read: one "pyarrow" stage
         stage = ("gpu_decode", "decode") if gpu_available() else ("pyarrow",)
         assert sum(rep["stages_s"][k] for k in stage) > 0 and rep["backends"]
+        if not gpu_available():
+            assert rep["decoded_arrow_bytes"]["pyarrow"] > 0 and "gpu" not in rep["decoded_arrow_bytes"]
         cpu_decoded = results["endtoend"][ds]["threads"]["hwdecomp-auto-decode-cpu"]["gzip"]["report"]["decoded"]
         assert cpu_decoded["gpu_fraction"] == 0 and cpu_decoded["gpu_columns"] == []
     assert results["variants"]["hwdecomp-auto-decode-cpu"]["decode"] == "cpu"
