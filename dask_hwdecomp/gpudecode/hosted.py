@@ -62,7 +62,7 @@ def _use_pooled_memory(cuda) -> None:
     """Make numba allocate device memory from :class:`~.device_pool.PooledDeviceMemory` (not in the simulator)."""
     from numba import config
 
-    if config.ENABLE_CUDASIM:
+    if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
         return
     from .device_pool import PooledDeviceMemory
 
