@@ -4,7 +4,7 @@ numba's CUDA simulator runs kernels as Python, so it accepts code that
 numba-cuda's compiler refuses (``int()`` of an enum, a Python object in a
 kernel, ...). This test records every kernel launch, with its argument
 types, of decodes that cover every output kind and encoding under the
-simulator, then compiles each kernel for those types to PTX (sm_90) in a
+simulator (the files the GPU service warms its decoder up with), then compiles each kernel for those types to PTX (sm_90) in a
 process without the simulator: that needs NVVM (the ``nvidia-nvvm`` wheel of
 the test extra), not a GPU.
 """
@@ -42,35 +42,11 @@ RECORD = textwrap.dedent('''
     from dask_hwdecomp.gpudecode.plan import plan_file
     from dask_hwdecomp.gpudecode.runner import decode_host
 
-    n = 40
-    rng = np.random.default_rng(0)
-    mask = rng.random(n) < 0.3
-    table = pa.table({
-        "b": pa.array(rng.random(n) < 0.5, mask=mask),
-        "i8": pa.array(rng.integers(-9, 9, n).astype(np.int8), mask=mask),
-        "i32": pa.array(rng.integers(-9, 9, n).astype(np.int32)),
-        "i64": pa.array(rng.integers(-9, 9, n), mask=mask),
-        "f32": pa.array(rng.random(n).astype(np.float32)),
-        "f64": pa.array(rng.random(n), mask=mask),
-        "d32": pa.array([None] * 3 + [1] * (n - 3), type=pa.decimal128(5, 1)),
-        "d64": pa.array([2] * n, type=pa.decimal128(15, 1)),
-        "dfl": pa.array([3] * n, type=pa.decimal128(30, 1)),
-        "fsb": pa.array([b"abc"] * n, type=pa.binary(3)),
-        "s": pa.array([f"v{i % 7}" for i in range(n)]),
-        "ls": pa.array([f"w{i % 5}" for i in range(n)], type=pa.large_string(), mask=mask),
-    })
-    variants = [dict(use_dictionary=True), dict(use_dictionary=False)]
-    variants.append(dict(use_dictionary=False, column_encoding={
-        "i32": "BYTE_STREAM_SPLIT", "i64": "DELTA_BINARY_PACKED", "f32": "BYTE_STREAM_SPLIT",
-        "f64": "BYTE_STREAM_SPLIT", "fsb": "BYTE_STREAM_SPLIT", "s": "DELTA_LENGTH_BYTE_ARRAY",
-        "ls": "DELTA_BYTE_ARRAY", "i8": "DELTA_BINARY_PACKED", "b": "RLE"}))
-    for version in ("1.0", "2.0"):
-        for kw in variants:
-            sink = io.BytesIO()
-            pq.write_table(table, sink, compression="none", data_page_version=version, data_page_size=128, **kw)
-            data = sink.getvalue()
-            plan = plan_file(data)
-            decode_host(plan.gather(data), plan.chunks, plan.pages)
+    from dask_hwdecomp.gpudecode.warmup import warmup_files
+
+    for data in warmup_files():
+        plan = plan_file(data)
+        decode_host(plan.gather(data), plan.chunks, plan.pages)
     with open(sys.argv[1], "wb") as f:
         pickle.dump(sorted(launches, key=repr), f)
 ''')

@@ -159,6 +159,29 @@ class HostedDecoder:
             self.bytes_out += n
         return errors
 
+    def warm_up(self) -> None:
+        """Decode a small table of every output kind and encoding once.
+
+        numba compiles a kernel on its first launch (or loads it from its
+        disk cache); doing that here, when the service starts, keeps it out
+        of the first read.
+        """
+        from .plan import plan_file
+        from .tables import place_outputs
+        from .warmup import warmup_files
+
+        for data in warmup_files():
+            plan = plan_file(data)
+            pending = self.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes)
+            try:
+                chunks = pending.chunks.copy()
+                out = np.empty(max(place_outputs(chunks), 1), np.uint8)
+                self.write(pending, chunks, memoryview(out)[: len(out)])
+            finally:
+                pending.close()
+        with self._lock:
+            self.decodes = self.bytes_in = self.bytes_out = 0
+
     def stats(self) -> dict:
         """Counters: decodes, bytes uploaded, bytes of Arrow output written."""
         with self._lock:
