@@ -19,7 +19,7 @@ from .kernels_hybrid import block_hybrid, read_u32
 from .kernels_levels import set_error
 from .tables import Encoding, OutKind, PageError, PageKind, Physical
 
-__all__ = ["check_kernel", "dict_kernel", "totals_kernel", "zero_kernel", "validity_kernel", "bool_kernel",
+__all__ = ["check_kernel", "dict_kernel", "totals_kernel", "zero_kernel", "fill_kernel", "validity_kernel", "bool_kernel",
            "fixed_kernel", "physical_width"]
 
 _COPY = int(OutKind.COPY)
@@ -207,6 +207,13 @@ def totals_kernel(chunks, pages):
 def zero_kernel(out):
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = 0
+
+
+@cuda.jit
+def fill_kernel(a, value):
+    """Every element of a scratch array set to ``value``."""
+    for i in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
+        a[i] = value
 
 
 @cuda.jit(device=True)

@@ -25,6 +25,7 @@ from .kernels_fixed import (
     bool_kernel,
     check_kernel,
     dict_kernel,
+    fill_kernel,
     fixed_kernel,
     totals_kernel,
     validity_kernel,
@@ -82,15 +83,23 @@ class DecodeState:
         byte_base = np.zeros(len(chunks) + 1, np.int64)
         np.cumsum([validity_bytes(int(n)) for n in chunks["num_rows"]], out=byte_base[1:])
 
+        def filled(n: int, dtype, value: int = 0) -> Any:
+            # Filled on the device: copying host zeros costs a pageable
+            # transfer of every scratch array per batch.
+            a = cuda.device_array(n, dtype, stream=stream)
+            if n:
+                fill_kernel[_grid(n, _ROW_THREADS), _ROW_THREADS, stream](a, value)
+            return a
+
         def zeros(n: int, dtype) -> Any:
-            return cuda.to_device(np.zeros(n, dtype), stream=stream)
+            return filled(n, dtype)
 
         self.chunks_d = cuda.to_device(np.ascontiguousarray(chunks, CHUNK), stream=stream)
         self.pages_d = cuda.to_device(np.ascontiguousarray(pages, PAGE), stream=stream)
         self.valid = zeros(rows, np.uint8)
         self.vindex = zeros(rows, np.int32)
         self.vrow = zeros(rows, np.int32)
-        self.row_page = cuda.to_device(np.full(rows, -1, np.int32), stream=stream)
+        self.row_page = filled(rows, np.int32, -1)
         self.idx = zeros(rows if needs_idx else 0, np.int32)
         self.lengths = zeros(rows if is_bytes.any() else 0, np.int64)
         self.str_src = zeros(rows if is_bytes.any() else 0, np.int64)
