@@ -13,8 +13,8 @@ threads write the same byte) and :func:`fixed_kernel` (one thread a row).
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
+from .cuda_jit import cuda
 from .kernels_hybrid import block_hybrid, read_u32
 from .kernels_levels import set_error
 from .tables import Encoding, OutKind, PageError, PageKind, Physical

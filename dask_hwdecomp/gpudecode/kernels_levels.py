@@ -12,8 +12,8 @@ value stream, ``vrow`` the inverse (value ``k`` -> row offset in the page),
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
+from .cuda_jit import cuda
 from .kernels_hybrid import block_hybrid, read_u32
 from .tables import PageError, PageKind
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import config, cuda
+from numba import config
 
 from . import kernels_bytes, kernels_delta
+from .cuda_jit import cuda
 from .kernels_fixed import (
     bool_kernel,
     check_kernel,
