@@ -254,6 +254,15 @@ def test_dictionary_index_out_of_range():
     assert errors[_first_data_page(_plan(buf)[0].pages)] == PageError.DICT_INDEX
 
 
+def test_dictionary_page_past_the_data():
+    buf = _single("dec18", "required", "dict")
+
+    def edit(data, chunks, pages):
+        pages[int(chunks[0]["dict_page"])]["offset"] = len(data) - 8
+
+    assert _hostile(buf, edit)[_first_data_page(_plan(buf)[0].pages)] == PageError.VALUES
+
+
 def test_dictionary_page_missing():
     buf = _single("i32", "required", "dict")
 

@@ -84,7 +84,7 @@ def _is_dict(enc):
 
 
 @cuda.jit
-def check_kernel(chunks, pages, vstart, vend):
+def check_kernel(data_size, chunks, pages, vstart, vend):
     for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
         if pages[p]["kind"] == _DICT_PAGE or pages[p]["error"] != 0:
             continue
@@ -118,7 +118,8 @@ def check_kernel(chunks, pages, vstart, vend):
             if d < 0 or d >= pages.shape[0] or pages[d]["kind"] != _DICT_PAGE:
                 if n > 0:
                     set_error(pages, p, _E_DICT)
-            elif pages[d]["num_values"] < 0 or np.int64(pages[d]["num_values"]) * wp > pages[d]["size"]:
+            elif (pages[d]["num_values"] < 0 or np.int64(pages[d]["num_values"]) * wp > pages[d]["size"]
+                  or pages[d]["offset"] < 0 or pages[d]["offset"] + pages[d]["size"] > data_size):
                 set_error(pages, p, _E_VALUES)
         elif enc == _DBP and (chunks[c]["physical"] == _INT32 or chunks[c]["physical"] == _INT64):
             pass  # the DELTA kernels' page
@@ -235,6 +236,8 @@ def validity_kernel(chunks, byte_base, valid, out):
             continue
         r0 = chunks[c]["row_base"] + 8 * j
         left = chunks[c]["num_rows"] - 8 * j
+        if r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
+            continue
         acc = 0
         for i in range(8):
             if i < left and valid[r0 + i] != 0:
@@ -255,6 +258,8 @@ def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vs
             continue
         r0 = chunks[c]["row_base"] + 8 * j
         left = chunks[c]["num_rows"] - 8 * j
+        if r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
+            continue
         acc = 0
         for i in range(8):
             if i >= left:
@@ -307,7 +312,7 @@ def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend
             if d < 0:
                 continue
             src = pages[d]["offset"] + np.int64(idx[r]) * wp
-            if src + wp > pages[d]["offset"] + pages[d]["size"] or src + wp > data.shape[0]:
+            if src < 0 or src + wp > pages[d]["offset"] + pages[d]["size"] or src + wp > data.shape[0]:
                 continue
         else:
             continue  # DELTA_BINARY_PACKED: the DELTA kernels write it

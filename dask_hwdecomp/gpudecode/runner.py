@@ -193,7 +193,8 @@ def _measure(s: DecodeState) -> None:
     if s.num_pages:
         levels_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
             s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.vrow, s.row_page, s.vstart, s.vend)
-        check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.pages_d, s.vstart, s.vend)
+        check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](
+            s.data.shape[0], s.chunks_d, s.pages_d, s.vstart, s.vend)
         if s.idx.shape[0]:
             dict_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
                 s.data, s.chunks_d, s.pages_d, s.vstart, s.vend, s.vrow, s.idx)
