@@ -281,6 +281,15 @@ def test_bit_width_of_200():
     assert _hostile(buf, edit)[_first_data_page(_plan(buf)[0].pages)] == PageError.BIT_WIDTH
 
 
+def test_dictionary_indices_cut_short():
+    buf = _single("i32", "required", "dict")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["size"] = 3  # the bit width, a run header, one byte of indices
+
+    assert _hostile(buf, edit)[_first_data_page(_plan(buf)[0].pages)] == PageError.VALUES
+
+
 @pytest.mark.parametrize("name,encoding", [("i64", "plain"), ("flba", "bss"), ("b", "plain"), ("dec38", "plain")])
 def test_values_shorter_than_the_page_needs(name, encoding):
     buf = _single(name, "required", encoding)
@@ -329,3 +338,12 @@ def test_encoding_not_for_the_kind(encoding):
         pages[_first_data_page(pages)]["encoding"] = encoding
 
     assert _hostile(buf, edit)[0] == PageError.ENCODING
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_dictionary_fallback_to_plain_within_a_chunk(version):
+    table = _table("some", rows=60).select(["i64", "f32", "dec38", "u16"])
+    buf = _write(table, "dict", version, dictionary_pagesize_limit=64, row_group_size=1000)
+    used = {int(e) for e in _data_pages(_plan(buf)[0])["encoding"]}
+    assert int(Encoding.PLAIN) in used and used & {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
+    _check_equal(buf)
