@@ -47,7 +47,7 @@ _SCRIPT = textwrap.dedent(
         kf.zero_kernel: (u8,),
         kf.validity_kernel: (C, i64, u8, u8),
         kf.bool_kernel: (u8, C, P, i64, u8, i32, i32, i32, i64, i64, u8),
-        kf.fixed_kernel: (u8, C, P, u8, i32, i32, i32, i64, i64, u8),
+        kf.fixed_kernel: (u8, C, P, u8, i32, i32, i32, i64, i64, u8, i32, i64),
     }
     for kernel, sig in signatures.items():
         ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))

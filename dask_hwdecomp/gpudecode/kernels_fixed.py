@@ -281,8 +281,24 @@ def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vs
         out[dst] = acc
 
 
+@cuda.jit(device=True)
+def _value_byte(data, src, stride, wp, big_endian, i):
+    """Byte ``i`` (little-endian order) of the value at ``src``, sign-extended past ``wp`` bytes."""
+    if i < wp:
+        return np.int64(data[src + ((wp - 1 - i) if big_endian else i) * stride])
+    top = data[src] if big_endian else data[src + (wp - 1) * stride]
+    return np.int64(0xFF) if top >= 0x80 else np.int64(0)
+
+
+@cuda.jit(device=True)
+def _signed_byte(b):
+    """A word's top byte as signed, so that composing the word never leaves its signed range."""
+    return b - 256 if b >= 128 else b
+
+
 @cuda.jit
-def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend, out):
+def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend, out, out4, out8):
+    """One thread a row; ``out4``/``out8`` are ``out`` as int32/int64 (a whole word a value where aligned)."""
     for r in range(cuda.grid(1), valid.shape[0], cuda.gridsize(1)):
         p = row_page[r]
         if p < 0 or valid[r] == 0 or pages[p]["error"] != 0:
@@ -317,18 +333,22 @@ def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend
                 continue
         else:
             continue  # DELTA_BINARY_PACKED: the DELTA kernels write it
-        if kind == _DECIMAL:
-            if chunks[c]["physical"] == _FLBA:
-                # big-endian two's complement -> little-endian, sign-extended
-                for i in range(wp):
-                    out[dst + i] = data[src + (wp - 1 - i) * stride]
-                fill = 0xFF if data[src] >= 0x80 else 0
-            else:
-                for i in range(wp):
-                    out[dst + i] = data[src + i * stride]
-                fill = 0xFF if data[src + (wp - 1) * stride] >= 0x80 else 0
-            for i in range(wp, 16):
-                out[dst + i] = fill
+        # DECIMAL: INT32/INT64 sign-extended; FLBA big-endian two's complement,
+        # reversed and sign-extended. Others: the value's first ``w`` bytes.
+        big = kind == _DECIMAL and chunks[c]["physical"] == _FLBA
+        n = w if kind == _DECIMAL else min(w, wp)
+        if (w == 8 or w == 16) and (dst & 7) == 0 and dst + w <= out8.shape[0] * 8:
+            for word in range(w // 8):
+                acc = np.int64(0)
+                for i in range(7):
+                    acc |= _value_byte(data, src, stride, wp, big, word * 8 + i) << (8 * i)
+                out8[(dst >> 3) + word] = acc + (_signed_byte(_value_byte(data, src, stride, wp, big, word * 8 + 7))
+                                                 << 56)
+        elif w == 4 and (dst & 3) == 0 and dst + 4 <= out4.shape[0] * 4:
+            acc = np.int64(0)
+            for i in range(3):
+                acc |= _value_byte(data, src, stride, wp, big, i) << (8 * i)
+            out4[dst >> 2] = acc + (_signed_byte(_value_byte(data, src, stride, wp, big, 3)) << 24)
         else:
-            for i in range(w):
-                out[dst + i] = data[src + i * stride]
+            for i in range(n):
+                out[dst + i] = _value_byte(data, src, stride, wp, big, i)

@@ -237,7 +237,8 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
             s.data, s.chunks_d, s.pages_d, s.byte_base, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
     if s.total_rows:
         fixed_kernel[_grid(s.total_rows, _ROW_THREADS), _ROW_THREADS, st](
-            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
+            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out,
+            out[: out.shape[0] // 4 * 4].view(np.int32), out[: out.shape[0] // 8 * 8].view(np.int64))
     kernels_bytes.write_bytes(s, out)
     kernels_delta.write_delta(s, out)
     errors = s.pages_d.copy_to_host(stream=st)["error"]
