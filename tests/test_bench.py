@@ -81,6 +81,7 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
         # without a GPU, auto is pyarrow's own read: one "pyarrow" stage
         stage = "decode" if gpu_available() else "pyarrow"
         assert rep["stages_s"][stage] > 0 and rep["backends"]
+        assert rep["decoded_arrow_bytes"]["pyarrow"] > 0 and "gpu" not in rep["decoded_arrow_bytes"]
     dec = results["decompression"]
     assert dec["small_pages"]["pages"]["page_bytes"] == 64 << 10
     for backends in (dec["backends"], dec["small_pages"]["backends"]):

@@ -216,10 +216,15 @@ def _mean_report(reports: list[dict]) -> dict | None:
                 backends[key]["pages"] += entry["pages"] // n
             backends[key]["uncompressed_bytes"] += entry["uncompressed_bytes"] // n
             backends[key]["seconds"] += entry["seconds"] / n
+    decoded: dict[str, int] = {}
+    for r in reports:
+        for entry in r.get("columns", []):
+            decoded[entry["decoded_on"]] = decoded.get(entry["decoded_on"], 0) + entry["arrow_bytes"] // n
     last = reports[-1]
     return {
         "stages_s": stages,
         "backends": backends,
+        "decoded_arrow_bytes": decoded,
         "batches": last["batches"],
         "fallbacks": last["fallbacks"],
         "retries": last["retries"],

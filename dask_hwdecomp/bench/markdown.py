@@ -118,14 +118,21 @@ def _stage_section(results: dict) -> list[str]:
                 st = rep["stages_s"]
                 rows.append(
                     [ds, name, codec]
-                    + [f"{st.get(k, 0.0) / gb:.3f}" for k in ("io", "scan", "decompress", "decode")]
-                    + [", ".join(sorted(rep.get("backends", {}))) or "–", str(rep.get("batches", ""))]
+                    + [f"{st.get(k, 0.0) / gb:.3f}" for k in ("io", "scan", "decompress", "gpu_decode", "decode")]
+                    + [", ".join(sorted(rep.get("backends", {}))) or "–", _decoded_by(rep), str(rep.get("batches", ""))]
                 )
     if not rows:
         return ["", "No stage report (no hwdecomp variant ran under the threaded scheduler)."]
     return ["", "Seconds per GB of Arrow data, summed over threads (mean of repeats):", ""] + _table(
-        ["dataset", "variant", "codec", "io", "scan", "decompress", "decode", "decompressed by", "batches"], rows
+        ["dataset", "variant", "codec", "io", "scan", "decompress", "gpu_decode", "decode", "decompressed by",
+         "decoded by (Arrow MB)", "batches"], rows
     )
+
+
+def _decoded_by(rep: dict) -> str:
+    """``gpu 812.3, pyarrow 40.1``: Arrow MB decoded per place (a mean run's), or "–"."""
+    decoded = rep.get("decoded_arrow_bytes") or {}
+    return ", ".join(f"{where} {b / 1e6:.1f}" for where, b in sorted(decoded.items())) or "–"
 
 
 def _page_size(nbytes: int) -> str:

@@ -1,13 +1,594 @@
-"""Placeholder for the BYTE_ARRAY kernels (another branch provides them): does nothing."""
+"""BYTE_ARRAY columns on the GPU: PLAIN, dictionary, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY.
+
+**measure** (:func:`measure_bytes`) fills, for every non-null row of a BYTES
+chunk, ``state.lengths[r]`` (its value's length) and ``state.str_src[r]``
+(where its bytes start in ``data``; for DELTA_BYTE_ARRAY the start of its
+*suffix*), and adds each chunk's string bytes to ``CHUNK.data_bytes``:
+
+- dictionary pages (PLAIN byte arrays): one thread a page walks the
+  lengths into ``dict_off``/``dict_len`` (a serial walk: each length says
+  where the next one is);
+- PLAIN data pages: one thread a page walks the lengths (serial for the
+  same reason) into a scratch in the page's row space, then the page's
+  thread block places them at their rows;
+- dictionary data pages: a thread a row looks its entry up;
+- DELTA_LENGTH_BYTE_ARRAY / DELTA_BYTE_ARRAY: the DELTA_BINARY_PACKED
+  lengths decoded by the page's thread block
+  (:func:`~dask_hwdecomp.gpudecode.kernels_delta.dbp_decode`), the bytes'
+  starts a block scan of the lengths.
+
+**write** (:func:`write_bytes`) sums each page's bytes, scans the sums over
+each chunk's pages (one thread a chunk; an int32 offset past 2^31-1 is
+``PageError.LENGTH``), then each page's thread block scans its rows into
+the offsets and copies the bytes, a warp a string. DELTA_BYTE_ARRAY values
+are copied in value order by every thread of the page's block, thread
+``t`` taking bytes ``j = t (mod TPB)`` of each value: byte ``j`` of a
+value's prefix is byte ``j`` of the previous value, which the same thread
+wrote, so no thread waits for another.
+
+Every read is checked against the page body; corrupt pages get a
+``PageError`` and are skipped by the later kernels; every write is
+checked against the chunk's placed output.
+"""
 
 from __future__ import annotations
 
+import numba
+import numpy as np
+
+from .cuda_jit import cuda
+from .kernels_delta import (
+    E_COUNT,
+    E_DICT_INDEX,
+    E_LENGTH,
+    E_VALUES,
+    ENC_DBA,
+    ENC_DLBA,
+    ENC_PLAIN,
+    ENC_PLAIN_DICTIONARY,
+    ENC_RLE_DICTIONARY,
+    K_BYTES,
+    K_COPY,
+    K_DECIMAL,
+    P_DICTIONARY,
+    PHYS_FLBA,
+    TPB,
+    block_scan,
+    dbp_decode,
+    dbp_walk,
+    out_views,
+    set_error,
+)
+
 __all__ = ["measure_bytes", "write_bytes"]
+
+# Threads that copy one string (a warp; the whole block if smaller).
+_WARP = min(32, TPB)
+_I32_MAX = 0x7FFFFFFF
+_E_ENCODING = 8
+
+
+@cuda.jit(device=True)
+def _u32le(data, pos):
+    return (np.int64(data[pos]) | (np.int64(data[pos + 1]) << 8) | (np.int64(data[pos + 2]) << 16)
+            | (np.int64(data[pos + 3]) << 24))
+
+
+@cuda.jit(device=True)
+def _as_i32(v):
+    """A decoded DELTA length (uint64 bits of an INT32) as a signed int64."""
+    x = np.int64(v & np.uint64(0xFFFFFFFF))
+    if x > _I32_MAX:
+        x -= np.int64(1) << 32
+    return x
+
+
+@cuda.jit(device=True)
+def _body(pages, vstart, vend, p, data):
+    """The page's value section (start, end), or (-1, -1) outside its body."""
+    lo = pages[p]["offset"]
+    hi = lo + pages[p]["size"]
+    s = vstart[p]
+    e = vend[p]
+    if s < lo or e > hi or s > e or e > data.shape[0]:
+        return np.int64(-1), np.int64(-1)
+    return s, e
+
+
+@cuda.jit
+def _dict_kernel(data, chunks, pages, dict_off, dict_len):
+    p = cuda.grid(1)
+    if p >= pages.shape[0] or pages[p]["kind"] != P_DICTIONARY:
+        return
+    c = pages[p]["chunk"]
+    if chunks[c]["kind"] != K_BYTES or pages[p]["error"] != 0:
+        return
+    pos = pages[p]["offset"]
+    end = pos + pages[p]["size"]
+    if end > data.shape[0]:
+        set_error(pages, p, E_VALUES)
+        return
+    base = chunks[c]["dict_base"]
+    n = np.int64(pages[p]["num_values"])
+    if n < 0 or base + n > dict_off.shape[0]:
+        set_error(pages, p, E_COUNT)
+        return
+    for e in range(n):
+        if pos + 4 > end:
+            set_error(pages, p, E_VALUES)
+            return
+        ln = _u32le(data, pos)
+        if ln > end - pos - 4:
+            set_error(pages, p, E_LENGTH)
+            return
+        dict_off[base + e] = pos + 4
+        dict_len[base + e] = np.int32(ln)
+        pos += 4 + ln
+
+
+@cuda.jit(device=True)
+def _is_bytes_data(pages, chunks, p, c):
+    return pages[p]["kind"] != P_DICTIONARY and chunks[c]["kind"] == K_BYTES
+
+
+@cuda.jit(device=True)
+def _is_fixed_dba(pages, chunks, p, c):
+    """A DELTA_BYTE_ARRAY page of a FIXED_LEN_BYTE_ARRAY chunk (fixed_size_binary, decimal)."""
+    kind = chunks[c]["kind"]
+    return (pages[p]["kind"] != P_DICTIONARY and pages[p]["encoding"] == ENC_DBA
+            and chunks[c]["physical"] == PHYS_FLBA and (kind == K_COPY or kind == K_DECIMAL))
+
+
+@cuda.jit(device=True)
+def _measured_here(pages, chunks, p, c):
+    """Pages whose per-row lengths the measure kernels fill."""
+    return _is_bytes_data(pages, chunks, p, c) or _is_fixed_dba(pages, chunks, p, c)
+
+
+@cuda.jit
+def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src,
+                    sa, sb):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    shi = cuda.shared.array(4, numba.int64)
+    p = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    if p >= pages.shape[0]:
+        return
+    c = pages[p]["chunk"]
+    if not _measured_here(pages, chunks, p, c) or pages[p]["error"] != 0:
+        return
+    enc = pages[p]["encoding"]
+    n = np.int64(pages[p]["nonnull"])
+    rows = np.int64(pages[p]["num_values"])
+    base = pages[p]["row_start"]
+    s, e = _body(pages, vstart, vend, p, data)
+    # shi: 0 error, 1 bytes start (DELTA), 2 second stream (DELTA_BYTE_ARRAY)
+    if t == 0:
+        shi[0] = 0
+        shi[3] = 0
+        if s < 0:
+            shi[0] = E_VALUES
+        elif n > rows or n < 0 or base + rows > valid.shape[0]:
+            shi[0] = E_COUNT
+        elif enc == ENC_PLAIN:
+            pos = s
+            for i in range(n):
+                if pos + 4 > e:
+                    shi[0] = E_VALUES
+                    break
+                ln = _u32le(data, pos)
+                if ln > e - pos - 4:
+                    shi[0] = E_LENGTH
+                    break
+                sa[base + i] = np.uint64(ln)
+                sb[base + i] = np.uint64(pos + 4)
+                pos += 4 + ln
+        elif enc == ENC_DLBA:
+            err, total, pos = dbp_walk(data, s, e, 32)
+            shi[0] = err
+            if err == 0 and total < n:
+                shi[0] = E_COUNT
+            shi[1] = pos
+        elif enc == ENC_DBA:
+            err, total, pos = dbp_walk(data, s, e, 32)
+            shi[0] = err
+            if err == 0 and total < n:
+                shi[0] = E_COUNT
+            shi[2] = pos
+            if shi[0] == 0:
+                err, total, pos = dbp_walk(data, pos, e, 32)
+                shi[0] = err
+                if err == 0 and total < n:
+                    shi[0] = E_COUNT
+                shi[1] = pos
+        elif enc != ENC_PLAIN_DICTIONARY and enc != ENC_RLE_DICTIONARY:
+            shi[0] = _E_ENCODING
+        elif chunks[c]["dict_page"] < 0 or pages[chunks[c]["dict_page"]]["error"] != 0:
+            shi[0] = E_DICT_INDEX
+    cuda.syncthreads()
+    if shi[0] != 0:
+        if t == 0:
+            set_error(pages, p, shi[0])
+        return
+    if enc == ENC_DLBA or enc == ENC_DBA:
+        # lengths (DBA: suffix lengths) -> sa, their starts -> sb
+        if enc == ENC_DLBA:
+            dbp_decode(data, s, e, n, sa, base, sh)
+        else:
+            dbp_decode(data, shi[2], e, n, sa, base, sh)
+        cuda.syncthreads()
+        carry = np.uint64(shi[1])
+        bad = False
+        tile = np.int64(0)
+        while tile < n:
+            i = tile + t
+            ln = np.uint64(0)
+            if i < n:
+                x = _as_i32(sa[base + i])
+                if x < 0:
+                    bad = True
+                else:
+                    ln = np.uint64(x)
+            incl, whole = block_scan(sh, ln)
+            if i < n:
+                sb[base + i] = carry + incl - ln
+            carry = carry + whole
+            tile += TPB
+        if bad:
+            shi[3] = 1
+        cuda.syncthreads()
+        if t == 0 and (shi[3] == 1 or carry > np.uint64(e)):
+            set_error(pages, p, E_LENGTH)
+        cuda.syncthreads()
+    if pages[p]["error"] != 0:
+        return
+    # place at rows (DELTA_BYTE_ARRAY: suffix lengths and starts for now)
+    dbase = chunks[c]["dict_base"]
+    dp = chunks[c]["dict_page"]
+    dn = np.int64(0)
+    if dp >= 0:
+        dn = np.int64(pages[dp]["num_values"])
+    bad = False
+    r = base + t
+    while r < base + rows:
+        if valid[r] != 0:
+            i = np.int64(vindex[r])
+            if i < 0 or i >= n:
+                bad = True
+            elif enc == ENC_PLAIN or enc == ENC_DLBA or enc == ENC_DBA:
+                lengths[r] = np.int64(sa[base + i])
+                str_src[r] = np.int64(sb[base + i])
+            else:
+                k = np.int64(idx[r])
+                if k < 0 or k >= dn:
+                    bad = True
+                else:
+                    lengths[r] = np.int64(dict_len[dbase + k])
+                    str_src[r] = dict_off[dbase + k]
+        r += TPB
+    if bad:
+        set_error(pages, p, E_DICT_INDEX if (enc != ENC_PLAIN and enc != ENC_DLBA and enc != ENC_DBA) else E_COUNT)
+
+
+@cuda.jit
+def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, sa, sp):
+    """DELTA_BYTE_ARRAY: value length = prefix + suffix; a prefix may not exceed the previous value.
+
+    ``sa`` holds the page's suffix lengths by value (from the measure
+    kernel); the prefixes are decoded into ``sp``.
+    """
+    sh = cuda.shared.array(TPB, numba.uint64)
+    flag = cuda.shared.array(1, numba.int32)
+    p = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    if p >= pages.shape[0]:
+        return
+    c = pages[p]["chunk"]
+    if (not _measured_here(pages, chunks, p, c) or pages[p]["encoding"] != ENC_DBA
+            or pages[p]["error"] != 0):
+        return
+    n = np.int64(pages[p]["nonnull"])
+    rows = np.int64(pages[p]["num_values"])
+    base = pages[p]["row_start"]
+    # fixed-length values: every value must have the type's length
+    fixed = np.int64(-1)
+    if chunks[c]["kind"] != K_BYTES:
+        fixed = np.int64(chunks[c]["type_length"])
+    if t == 0:
+        flag[0] = 0
+    dbp_decode(data, vstart[p], vend[p], n, sp, base, sh)
+    cuda.syncthreads()
+    i = np.int64(t)
+    while i < n:
+        pre = _as_i32(sp[base + i])
+        if pre < 0 or (i == 0 and pre != 0):
+            flag[0] = 1
+        elif i > 0 and pre > np.int64(sa[base + i - 1]) + _as_i32(sp[base + i - 1]):
+            flag[0] = 1
+        elif fixed >= 0 and np.int64(sa[base + i]) + pre != fixed:
+            flag[0] = 1
+        i += TPB
+    cuda.syncthreads()
+    if flag[0] != 0:
+        if t == 0:
+            set_error(pages, p, E_LENGTH)
+        return
+    r = base + t
+    while r < base + rows:
+        if valid[r] != 0:
+            k = base + vindex[r]
+            lengths[r] = np.int64(sa[k]) + _as_i32(sp[k])
+        r += TPB
+
+
+@cuda.jit
+def _page_sum_kernel(chunks, pages, valid, lengths, page_bytes):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    p = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    if p >= pages.shape[0]:
+        return
+    c = pages[p]["chunk"]
+    if t == 0:
+        page_bytes[p] = 0
+    if not _is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0:
+        return
+    rows = np.int64(pages[p]["num_values"])
+    base = pages[p]["row_start"]
+    total = np.uint64(0)
+    tile = np.int64(0)
+    while tile < rows:
+        r = base + tile + t
+        ln = np.uint64(0)
+        if tile + t < rows and valid[r] != 0:
+            ln = np.uint64(lengths[r])
+        _incl, whole = block_scan(sh, ln)
+        total = total + whole
+        tile += TPB
+    if t == 0:
+        page_bytes[p] = np.int64(total)
+
+
+@cuda.jit
+def _chunk_kernel(chunks, pages, page_bytes, page_base, measure):
+    """Per chunk: add its bytes to ``data_bytes`` (measure), or scan its pages' bytes (write)."""
+    c = cuda.grid(1)
+    if c >= chunks.shape[0] or chunks[c]["kind"] != K_BYTES:
+        return
+    first = chunks[c]["first_page"]
+    total = np.int64(0)
+    for q in range(chunks[c]["num_pages"]):
+        p = first + q
+        page_base[p] = total
+        total += page_bytes[p]
+        # int32 offsets: found in measure, before the host sizes the output
+        if chunks[c]["width"] == 4 and total > _I32_MAX:
+            set_error(pages, p, E_LENGTH)
+    if measure:
+        chunks[c]["data_bytes"] = chunks[c]["data_bytes"] + total
+
+
+@cuda.jit
+def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd,
+                  out8, out32, out64):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    p = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    if p >= pages.shape[0]:
+        return
+    c = pages[p]["chunk"]
+    if not _is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0:
+        return
+    enc = pages[p]["encoding"]
+    n = np.int64(pages[p]["nonnull"])
+    rows = np.int64(pages[p]["num_values"])
+    base = pages[p]["row_start"]
+    row_base = chunks[c]["row_base"]
+    crows = chunks[c]["num_rows"]
+    width = chunks[c]["width"]
+    ov = chunks[c]["out_values"]
+    od = chunks[c]["out_data"]
+    dend = od + chunks[c]["data_bytes"]
+    if dend > out8.shape[0]:
+        dend = np.int64(out8.shape[0])
+    is_dba = enc == ENC_DBA
+    # offsets: a block scan of the page's lengths from the page's base
+    carry = np.uint64(page_base[p])
+    tile = np.int64(0)
+    while tile < rows:
+        r = base + tile + t
+        ln = np.uint64(0)
+        if tile + t < rows and valid[r] != 0:
+            ln = np.uint64(lengths[r])
+        incl, whole = block_scan(sh, ln)
+        if tile + t < rows:
+            off = carry + incl - ln
+            row = r - row_base
+            if width == 4:
+                i = (ov >> 2) + row
+                if i < out32.shape[0]:
+                    out32[i] = np.uint32(off & np.uint64(0xFFFFFFFF))
+            else:
+                i = (ov >> 3) + row
+                if i < out64.shape[0]:
+                    out64[i] = off
+            if row == crows - 1:
+                # the chunk's last row also writes the closing offset
+                if width == 4:
+                    if i + 1 < out32.shape[0]:
+                        out32[i + 1] = np.uint32((off + ln) & np.uint64(0xFFFFFFFF))
+                elif i + 1 < out64.shape[0]:
+                    out64[i + 1] = off + ln
+            if is_dba and valid[r] != 0:
+                sd[base + vindex[r]] = off
+        carry = carry + whole
+        tile += TPB
+    # the copies read offsets that other threads wrote
+    cuda.syncthreads()
+    if not is_dba:
+        # a warp a string
+        lane = t % _WARP
+        r = base + t // _WARP
+        while r < base + rows:
+            if valid[r] != 0:
+                ln = lengths[r]
+                src = str_src[r]
+                if width == 4:
+                    dst = od + np.int64(out32[(ov >> 2) + r - row_base])
+                else:
+                    dst = od + np.int64(out64[(ov >> 3) + r - row_base])
+                if dst + ln <= dend and src + ln <= data.shape[0] and ln >= 0:
+                    j = np.int64(lane)
+                    while j < ln:
+                        out8[dst + j] = data[src + j]
+                        j += _WARP
+            r += TPB // _WARP
+        return
+    # DELTA_BYTE_ARRAY: prefixes again, then the values in order; value
+    # i's length is the next value's offset less its own, its suffix
+    # follows the previous value's in ``data``.
+    first_src = cuda.shared.array(1, numba.int64)
+    r = base + t
+    while r < base + rows:
+        if valid[r] != 0 and vindex[r] == 0:
+            first_src[0] = str_src[r]
+        r += TPB
+    dbp_decode(data, vstart[p], vend[p], n, sa, base, sh)
+    cuda.syncthreads()
+    src = first_src[0]
+    prev = np.int64(0)
+    for i in range(n):
+        pre = _as_i32(sa[base + i])
+        dst = od + np.int64(sd[base + i])
+        if i + 1 < n:
+            ln = np.int64(sd[base + i + 1]) - np.int64(sd[base + i])
+        else:
+            ln = np.int64(carry) - np.int64(sd[base + i])
+        if dst + ln > dend or src + ln - pre > data.shape[0] or pre > ln or ln < 0:
+            break
+        j = np.int64(t)
+        while j < ln:
+            if j < pre:
+                out8[dst + j] = out8[prev + j]
+            else:
+                out8[dst + j] = data[src + j - pre]
+            j += TPB
+        src += ln - pre
+        prev = dst
+
+
+@cuda.jit
+def _write_fixed_dba_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8):
+    """DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks: values at ``width`` bytes a row.
+
+    COPY keeps the bytes; DECIMAL reverses the big-endian value into 16
+    little-endian bytes and sign-extends it. Thread ``t`` takes bytes
+    ``j = t (mod TPB)`` of every value, so the prefix it reads from the
+    previous value is one it wrote.
+    """
+    sh = cuda.shared.array(TPB, numba.uint64)
+    first_src = cuda.shared.array(1, numba.int64)
+    p = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    if p >= pages.shape[0]:
+        return
+    c = pages[p]["chunk"]
+    if not _is_fixed_dba(pages, chunks, p, c) or pages[p]["error"] != 0:
+        return
+    n = np.int64(pages[p]["nonnull"])
+    rows = np.int64(pages[p]["num_values"])
+    base = pages[p]["row_start"]
+    row_base = chunks[c]["row_base"]
+    width = np.int64(chunks[c]["width"])
+    size = np.int64(chunks[c]["type_length"])
+    dec = chunks[c]["kind"] == K_DECIMAL
+    ov = chunks[c]["out_values"]
+    oend = ov + chunks[c]["num_rows"] * width
+    if oend > out8.shape[0]:
+        oend = np.int64(out8.shape[0])
+    if size <= 0 or size > width or (dec and width != 16):
+        if t == 0:
+            set_error(pages, p, E_LENGTH)
+        return
+    r = base + t
+    while r < base + rows:
+        if valid[r] != 0:
+            sd[base + vindex[r]] = np.uint64(ov + (r - row_base) * width)
+            if vindex[r] == 0:
+                first_src[0] = str_src[r]
+        r += TPB
+    dbp_decode(data, vstart[p], vend[p], n, sa, base, sh)
+    cuda.syncthreads()
+    src = first_src[0]
+    prev = np.int64(0)
+    for i in range(n):
+        pre = _as_i32(sa[base + i])
+        dst = np.int64(sd[base + i])
+        if dst + width > oend or src + size - pre > data.shape[0] or pre > size:
+            break
+        j = np.int64(t)
+        while j < size:
+            if dec:
+                at = size - 1 - j
+            else:
+                at = j
+            if j < pre:
+                b = out8[prev + at]
+            else:
+                b = data[src + j - pre]
+            out8[dst + at] = b
+            if dec and j == 0:
+                ext = np.uint8(0xFF) if b >= 128 else np.uint8(0)
+                for k in range(size, 16):
+                    out8[dst + k] = ext
+            j += TPB
+        src += size - pre
+        prev = dst
 
 
 def measure_bytes(state) -> None:
-    """Measure string lengths (placeholder: nothing)."""
+    """Measure the BYTES chunks: per-row ``lengths``/``str_src``, ``PAGE.error``, ``CHUNK.data_bytes``.
+
+    Runs after the runner's levels, value indices and dictionary indices.
+    """
+    pages = state.pages_d
+    np_ = pages.shape[0]
+    if np_ == 0:
+        return
+    s = state.stream
+    rows = max(1, state.valid.shape[0])
+    sa = cuda.device_array(rows, np.uint64, stream=s)
+    sb = cuda.device_array(rows, np.uint64, stream=s)
+    page_bytes = cuda.device_array(np_, np.int64, stream=s)
+    page_base = cuda.device_array(np_, np.int64, stream=s)
+    _dict_kernel[(np_ + TPB - 1) // TPB, TPB, s](state.data, state.chunks_d, pages, state.dict_off, state.dict_len)
+    _measure_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+                                 state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
+                                 state.str_src, sa, sb)
+    _dba_lengths_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+                                     state.vindex, state.lengths, sa, sb)
+    _page_sum_kernel[np_, TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
+    nc = state.chunks_d.shape[0]
+    _chunk_kernel[max(1, (nc + TPB - 1) // TPB), TPB, s](state.chunks_d, pages, page_bytes, page_base, True)
 
 
 def write_bytes(state, out) -> None:
-    """Write offsets and string bytes (placeholder: nothing)."""
+    """Write the BYTES chunks' offsets and string bytes into ``out`` (placed by ``place_outputs``)."""
+    pages = state.pages_d
+    np_ = pages.shape[0]
+    if np_ == 0:
+        return
+    s = state.stream
+    rows = max(1, state.valid.shape[0])
+    page_bytes = cuda.device_array(np_, np.int64, stream=s)
+    page_base = cuda.device_array(np_, np.int64, stream=s)
+    _page_sum_kernel[np_, TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
+    nc = state.chunks_d.shape[0]
+    _chunk_kernel[max(1, (nc + TPB - 1) // TPB), TPB, s](state.chunks_d, pages, page_bytes, page_base, False)
+    sa = cuda.device_array(rows, np.uint64, stream=s)
+    sd = cuda.device_array(rows, np.uint64, stream=s)
+    o8, _o16, o32, o64 = out_views(out)
+    _write_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+                               state.vindex, state.lengths, state.str_src, page_base, sa, sd, o8, o32, o64)
+    _write_fixed_dba_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+                                         state.vindex, state.lengths, state.str_src, sa, sd, o8)
