@@ -347,3 +347,12 @@ def test_dictionary_fallback_to_plain_within_a_chunk(version):
     used = {int(e) for e in _data_pages(_plan(buf)[0])["encoding"]}
     assert int(Encoding.PLAIN) in used and used & {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
     _check_equal(buf)
+
+
+def test_delta_byte_array_of_fixed_len_byte_array_is_left_to_the_byte_array_kernels():
+    buf = _single("flba", "required", "plain")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["encoding"] = Encoding.DELTA_BYTE_ARRAY
+
+    assert _hostile(buf, edit)[0] not in (PageError.OK, PageError.ENCODING)  # PLAIN bytes are no DELTA header

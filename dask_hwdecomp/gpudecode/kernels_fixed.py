@@ -124,6 +124,8 @@ def check_kernel(data_size, chunks, pages, vstart, vend):
                 set_error(pages, p, _E_VALUES)
         elif enc == _DBP and (chunks[c]["physical"] == _INT32 or chunks[c]["physical"] == _INT64):
             pass  # the DELTA kernels' page
+        elif enc == _DBA and chunks[c]["physical"] == _FLBA and kind != _NARROW:
+            pass  # the byte-array kernels' page (fixed_size_binary, decimal)
         else:
             set_error(pages, p, _E_ENCODING)
 
