@@ -10,6 +10,8 @@ import datetime
 import io
 import os
 import sys
+import threading
+import traceback
 from decimal import Decimal
 
 import numpy as np
@@ -17,24 +19,50 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dask_hwdecomp.gpudecode.assemble import assemble
+from dask_hwdecomp.gpudecode.plan import DecodePlan, plan_file
 from dask_hwdecomp.gpudecode.runner import DecodeState, decode_host, measure
 from dask_hwdecomp.gpudecode.tables import Encoding, PageError, PageKind
-
-from gpudecode_records import chunk_array, plan_buffer
 
 ROWS = 40
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _quick_simulator_barriers():
-    """The simulator polls for threads at a barrier: switch threads often, or each barrier costs milliseconds."""
+def _simulator_fit_for_threads():
+    """Under the simulator: quick barriers, and block-shared arrays created once per block.
+
+    The simulator polls for threads at a barrier, so each barrier costs a
+    thread switch interval (5 ms by default): it is made short. Its
+    ``cuda.shared.array`` creates a block's array on first use without a
+    lock; with frequent switches two threads can both create it and then
+    no longer share it, so the creation is made atomic.
+    """
     if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         yield
         return
+    from numba.cuda.simulator import kernelapi
+
+    original = kernelapi.FakeCUDAShared.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:
+            return original(self, shape, dtype, alignment)
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # one array per source line, as the simulator
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = np.empty(shape, dtype)
+        return res
+
     before = sys.getswitchinterval()
+    kernelapi.FakeCUDAShared.array = array
     sys.setswitchinterval(2e-5)
     yield
     sys.setswitchinterval(before)
+    kernelapi.FakeCUDAShared.array = original
 
 
 # name -> (type, values for row i); FLBA-backed types are float16 and fixed_size_binary.
@@ -104,27 +132,27 @@ def _probe(table: pa.Table) -> io.BytesIO:
     return sink
 
 
-def _decode(buf: bytes):
-    chunks, pages, types = plan_buffer(buf)
-    return decode_host(np.frombuffer(buf, np.uint8), chunks, pages), pages, types
+def _plan(buf: bytes) -> tuple[DecodePlan, np.ndarray]:
+    """The plan of the whole file (every column on the GPU) and its ``data`` buffer."""
+    plan = plan_file(buf)
+    assert not any(plan.fallbacks), plan.fallbacks
+    return plan, plan.gather(buf)
 
 
-def _encodings(buf: bytes) -> set[int]:
-    _, pages, _ = plan_buffer(buf)
-    return {int(e) for e in pages["encoding"][pages["kind"] != int(PageKind.DICTIONARY)]}
+def _data_pages(plan: DecodePlan) -> np.ndarray:
+    return plan.pages[plan.pages["kind"] != int(PageKind.DICTIONARY)]
 
 
 def _check_equal(buf: bytes) -> None:
-    decoded, pages, types = _decode(buf)
-    assert decoded.pages["error"].tolist() == [0] * len(pages)
+    plan, data = _plan(buf)
+    decoded = decode_host(data, plan.chunks, plan.pages)
+    assert decoded.pages["error"].tolist() == [0] * len(plan.pages)
+    (got,) = assemble(decoded.out, decoded.out, decoded.chunks, plan)
     expected = pq.read_table(pa.BufferReader(buf))
-    ncols = expected.num_columns
-    for col in range(ncols):
-        got = [chunk_array(decoded.out, c, types[i]) for i, c in enumerate(decoded.chunks) if i % ncols == col]
-        want = expected.column(col)
-        got_chunked = pa.chunked_array(got, want.type)
-        assert got_chunked.equals(want), (expected.column_names[col], got_chunked, want)
-        assert sum(a.null_count for a in got) == want.null_count
+    assert list(got) == expected.column_names
+    for name in expected.column_names:
+        assert got[name].equals(expected.column(name)), (name, got[name], expected.column(name))
+        assert got[name].null_count == expected.column(name).null_count
 
 
 @pytest.mark.parametrize("nulls", ["required", "none", "some", "all"])
@@ -132,7 +160,7 @@ def _check_equal(buf: bytes) -> None:
 @pytest.mark.parametrize("encoding", ["plain", "dict", "bss"])
 def test_fixed_columns_equal_pyarrow(encoding, version, nulls):
     buf = _write(_table(nulls), encoding, version)
-    used = _encodings(buf)
+    used = {int(e) for e in _data_pages(_plan(buf)[0])["encoding"]}
     if encoding == "dict" and nulls != "all":
         assert used & {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
     if encoding == "bss" and nulls != "all":
@@ -142,20 +170,21 @@ def test_fixed_columns_equal_pyarrow(encoding, version, nulls):
 
 def test_tiny_pages_start_mid_byte_of_the_bitmap():
     buf = _write(_table("some"), "plain", "1.0")
-    chunks, pages, _ = plan_buffer(buf)
-    data = pages[pages["kind"] != int(PageKind.DICTIONARY)]
+    plan, _ = _plan(buf)
+    chunks, data = plan.chunks, _data_pages(plan)
     assert len(data) > len(chunks) and ((data["row_start"] - chunks["row_base"][data["chunk"]]) % 8 != 0).any()
     _check_equal(buf)
 
 
 def test_measure_leaves_the_records_alone_and_state_closes():
     buf = _write(_table("some", rows=20), "dict", "2.0", row_group_size=100)
-    chunks, pages, _ = plan_buffer(buf)
+    plan, data = _plan(buf)
+    chunks, pages = plan.chunks, plan.pages
     before = (chunks.copy(), pages.copy())
-    from numba import cuda
+    from dask_hwdecomp.gpudecode.cuda_jit import cuda
 
     stream = cuda.stream()
-    m = measure(np.frombuffer(buf, np.uint8), chunks, pages, stream)
+    m = measure(data, chunks, pages, stream)
     with m.state as state:
         assert isinstance(state, DecodeState) and state.valid is not None
         assert m.chunks["null_count"].sum() > 0 and m.pages["nonnull"].sum() > 0
@@ -179,8 +208,8 @@ def _first_data_page(pages) -> int:
 
 def _hostile(buf: bytes, edit) -> np.ndarray:
     """Decode ``buf`` after ``edit(data, chunks, pages)``: each page's error, no exception."""
-    chunks, pages, _ = plan_buffer(buf)
-    data = np.frombuffer(buf, np.uint8).copy()
+    plan, data = _plan(buf)
+    chunks, pages = plan.chunks.copy(), plan.pages.copy()
     edit(data, chunks, pages)
     return decode_host(data, chunks, pages).pages["error"]
 
@@ -222,7 +251,16 @@ def test_dictionary_index_out_of_range():
         pages[int(chunks[0]["dict_page"])]["num_values"] = 1
 
     errors = _hostile(buf, edit)
-    assert errors[_first_data_page(plan_buffer(buf)[1])] == PageError.DICT_INDEX
+    assert errors[_first_data_page(_plan(buf)[0].pages)] == PageError.DICT_INDEX
+
+
+def test_dictionary_page_past_the_data():
+    buf = _single("dec18", "required", "dict")
+
+    def edit(data, chunks, pages):
+        pages[int(chunks[0]["dict_page"])]["offset"] = len(data) - 8
+
+    assert _hostile(buf, edit)[_first_data_page(_plan(buf)[0].pages)] == PageError.VALUES
 
 
 def test_dictionary_page_missing():
@@ -240,7 +278,16 @@ def test_bit_width_of_200():
     def edit(data, chunks, pages):
         data[pages[_first_data_page(pages)]["offset"]] = 200
 
-    assert _hostile(buf, edit)[_first_data_page(plan_buffer(buf)[1])] == PageError.BIT_WIDTH
+    assert _hostile(buf, edit)[_first_data_page(_plan(buf)[0].pages)] == PageError.BIT_WIDTH
+
+
+def test_dictionary_indices_cut_short():
+    buf = _single("i32", "required", "dict")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["size"] = 3  # the bit width, a run header, one byte of indices
+
+    assert _hostile(buf, edit)[_first_data_page(_plan(buf)[0].pages)] == PageError.VALUES
 
 
 @pytest.mark.parametrize("name,encoding", [("i64", "plain"), ("flba", "bss"), ("b", "plain"), ("dec38", "plain")])
@@ -250,7 +297,7 @@ def test_values_shorter_than_the_page_needs(name, encoding):
     def edit(data, chunks, pages):
         pages[_first_data_page(pages)]["size"] -= 2
 
-    assert _hostile(buf, edit)[_first_data_page(plan_buffer(buf)[1])] == PageError.VALUES
+    assert _hostile(buf, edit)[_first_data_page(_plan(buf)[0].pages)] == PageError.VALUES
 
 
 def test_rle_boolean_length_past_the_page():
@@ -291,3 +338,21 @@ def test_encoding_not_for_the_kind(encoding):
         pages[_first_data_page(pages)]["encoding"] = encoding
 
     assert _hostile(buf, edit)[0] == PageError.ENCODING
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_dictionary_fallback_to_plain_within_a_chunk(version):
+    table = _table("some", rows=60).select(["i64", "f32", "dec38", "u16"])
+    buf = _write(table, "dict", version, dictionary_pagesize_limit=64, row_group_size=1000)
+    used = {int(e) for e in _data_pages(_plan(buf)[0])["encoding"]}
+    assert int(Encoding.PLAIN) in used and used & {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
+    _check_equal(buf)
+
+
+def test_delta_byte_array_of_fixed_len_byte_array_is_left_to_the_byte_array_kernels():
+    buf = _single("flba", "required", "plain")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["encoding"] = Encoding.DELTA_BYTE_ARRAY
+
+    assert _hostile(buf, edit)[0] not in (PageError.OK, PageError.ENCODING)  # PLAIN bytes are no DELTA header

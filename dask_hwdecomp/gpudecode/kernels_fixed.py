@@ -85,7 +85,7 @@ def _is_dict(enc):
 
 
 @cuda.jit
-def check_kernel(chunks, pages, vstart, vend):
+def check_kernel(data_size, chunks, pages, vstart, vend):
     for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
         if pages[p]["kind"] == _DICT_PAGE or pages[p]["error"] != 0:
             continue
@@ -119,10 +119,13 @@ def check_kernel(chunks, pages, vstart, vend):
             if d < 0 or d >= pages.shape[0] or pages[d]["kind"] != _DICT_PAGE:
                 if n > 0:
                     set_error(pages, p, _E_DICT)
-            elif pages[d]["num_values"] < 0 or np.int64(pages[d]["num_values"]) * wp > pages[d]["size"]:
+            elif (pages[d]["num_values"] < 0 or np.int64(pages[d]["num_values"]) * wp > pages[d]["size"]
+                  or pages[d]["offset"] < 0 or pages[d]["offset"] + pages[d]["size"] > data_size):
                 set_error(pages, p, _E_VALUES)
         elif enc == _DBP and (chunks[c]["physical"] == _INT32 or chunks[c]["physical"] == _INT64):
             pass  # the DELTA kernels' page
+        elif enc == _DBA and chunks[c]["physical"] == _FLBA and kind != _NARROW:
+            pass  # the byte-array kernels' page (fixed_size_binary, decimal)
         else:
             set_error(pages, p, _E_ENCODING)
 
@@ -243,6 +246,8 @@ def validity_kernel(chunks, byte_base, valid, out):
             continue
         r0 = chunks[c]["row_base"] + 8 * j
         left = chunks[c]["num_rows"] - 8 * j
+        if r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
+            continue
         acc = 0
         for i in range(8):
             if i < left and valid[r0 + i] != 0:
@@ -263,6 +268,8 @@ def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vs
             continue
         r0 = chunks[c]["row_base"] + 8 * j
         left = chunks[c]["num_rows"] - 8 * j
+        if r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
+            continue
         acc = 0
         for i in range(8):
             if i >= left:
@@ -283,8 +290,24 @@ def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vs
         out[dst] = acc
 
 
+@cuda.jit(device=True)
+def _value_byte(data, src, stride, wp, big_endian, i):
+    """Byte ``i`` (little-endian order) of the value at ``src``, sign-extended past ``wp`` bytes."""
+    if i < wp:
+        return np.int64(data[src + ((wp - 1 - i) if big_endian else i) * stride])
+    top = data[src] if big_endian else data[src + (wp - 1) * stride]
+    return np.int64(0xFF) if top >= 0x80 else np.int64(0)
+
+
+@cuda.jit(device=True)
+def _signed_byte(b):
+    """A word's top byte as signed, so that composing the word never leaves its signed range."""
+    return b - 256 if b >= 128 else b
+
+
 @cuda.jit
-def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend, out):
+def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend, out, out4, out8):
+    """One thread a row; ``out4``/``out8`` are ``out`` as int32/int64 (a whole word a value where aligned)."""
     for r in range(cuda.grid(1), valid.shape[0], cuda.gridsize(1)):
         p = row_page[r]
         if p < 0 or valid[r] == 0 or pages[p]["error"] != 0:
@@ -315,22 +338,26 @@ def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend
             if d < 0:
                 continue
             src = pages[d]["offset"] + np.int64(idx[r]) * wp
-            if src + wp > pages[d]["offset"] + pages[d]["size"] or src + wp > data.shape[0]:
+            if src < 0 or src + wp > pages[d]["offset"] + pages[d]["size"] or src + wp > data.shape[0]:
                 continue
         else:
             continue  # DELTA_BINARY_PACKED: the DELTA kernels write it
-        if kind == _DECIMAL:
-            if chunks[c]["physical"] == _FLBA:
-                # big-endian two's complement -> little-endian, sign-extended
-                for i in range(wp):
-                    out[dst + i] = data[src + (wp - 1 - i) * stride]
-                fill = 0xFF if data[src] >= 0x80 else 0
-            else:
-                for i in range(wp):
-                    out[dst + i] = data[src + i * stride]
-                fill = 0xFF if data[src + (wp - 1) * stride] >= 0x80 else 0
-            for i in range(wp, 16):
-                out[dst + i] = fill
+        # DECIMAL: INT32/INT64 sign-extended; FLBA big-endian two's complement,
+        # reversed and sign-extended. Others: the value's first ``w`` bytes.
+        big = kind == _DECIMAL and chunks[c]["physical"] == _FLBA
+        n = w if kind == _DECIMAL else min(w, wp)
+        if (w == 8 or w == 16) and (dst & 7) == 0 and dst + w <= out8.shape[0] * 8:
+            for word in range(w // 8):
+                acc = np.int64(0)
+                for i in range(7):
+                    acc |= _value_byte(data, src, stride, wp, big, word * 8 + i) << (8 * i)
+                out8[(dst >> 3) + word] = acc + (_signed_byte(_value_byte(data, src, stride, wp, big, word * 8 + 7))
+                                                 << 56)
+        elif w == 4 and (dst & 3) == 0 and dst + 4 <= out4.shape[0] * 4:
+            acc = np.int64(0)
+            for i in range(3):
+                acc |= _value_byte(data, src, stride, wp, big, i) << (8 * i)
+            out4[dst >> 2] = acc + (_signed_byte(_value_byte(data, src, stride, wp, big, 3)) << 24)
         else:
-            for i in range(w):
-                out[dst + i] = data[src + i * stride]
+            for i in range(n):
+                out[dst + i] = _value_byte(data, src, stride, wp, big, i)

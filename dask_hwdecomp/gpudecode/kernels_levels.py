@@ -37,7 +37,7 @@ def set_error(pages, p, code):
 
 
 @cuda.jit(device=True)
-def _check_page(data, chunks, pages, p, vstart, vend):
+def _check_page(data, chunks, pages, p, vstart, vend, valid_rows):
     """Check page ``p`` against its chunk and ``data``; set its value section. Returns the level bytes' end or -1."""
     c = pages[p]["chunk"]
     if c < 0 or c >= chunks.shape[0]:
@@ -51,7 +51,7 @@ def _check_page(data, chunks, pages, p, vstart, vend):
     n = np.int64(pages[p]["num_values"])
     rs = pages[p]["row_start"]
     base = chunks[c]["row_base"]
-    if n < 0 or rs < base or rs + n > base + chunks[c]["num_rows"]:
+    if n < 0 or base < 0 or rs < base or rs + n > base + chunks[c]["num_rows"] or rs + n > valid_rows:
         set_error(pages, p, _COUNT)
         return np.int64(-1), np.int64(-1)
     end = off + size
@@ -90,7 +90,7 @@ def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, ve
             shared[6] = -1
             shared[7] = -1
             if pages[p]["kind"] != _DICT:
-                pos, lend = _check_page(data, chunks, pages, p, vstart, vend)
+                pos, lend = _check_page(data, chunks, pages, p, vstart, vend, valid.shape[0])
                 shared[6] = pos
                 shared[7] = lend
             else:

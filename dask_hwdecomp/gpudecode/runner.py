@@ -32,7 +32,7 @@ from .kernels_fixed import (
     zero_kernel,
 )
 from .kernels_levels import SCAN_SLOTS, levels_kernel
-from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, place_outputs, validity_bytes
+from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical, place_outputs, validity_bytes
 
 __all__ = ["DecodeState", "Measured", "Decoded", "measure", "write", "decode_host"]
 
@@ -109,6 +109,14 @@ class DecodeState:
         self.dict_len = zeros(total_dict, np.int32)
         self.byte_base = cuda.to_device(byte_base, stream=stream)
         self.bitmap_bytes = int(byte_base[-1])
+        # Steps with nothing to do in this batch are not launched.
+        encodings = data_pages["encoding"]
+        flba = np.zeros(len(data_pages), bool)
+        if len(chunks):
+            owner = np.clip(data_pages["chunk"], 0, len(chunks) - 1)  # a bad index is the kernels' to report
+            flba = chunks["physical"][owner] == int(Physical.FIXED_LEN_BYTE_ARRAY)
+        self.has_bytes = bool(is_bytes.any()) or bool(((encodings == int(Encoding.DELTA_BYTE_ARRAY)) & flba).any())
+        self.has_delta = bool((encodings == int(Encoding.DELTA_BINARY_PACKED)).any())
         self.closed = False
 
     def close(self) -> None:
@@ -202,12 +210,15 @@ def _measure(s: DecodeState) -> None:
     if s.num_pages:
         levels_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
             s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.vrow, s.row_page, s.vstart, s.vend)
-        check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.pages_d, s.vstart, s.vend)
+        check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](
+            s.data.shape[0], s.chunks_d, s.pages_d, s.vstart, s.vend)
         if s.idx.shape[0]:
             dict_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
                 s.data, s.chunks_d, s.pages_d, s.vstart, s.vend, s.vrow, s.idx)
-    kernels_bytes.measure_bytes(s)
-    kernels_delta.measure_delta(s)
+    if s.has_bytes:
+        kernels_bytes.measure_bytes(s)
+    if s.has_delta:
+        kernels_delta.measure_delta(s)
     if s.num_chunks:
         totals_kernel[_grid(s.num_chunks, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.pages_d)
 
@@ -245,9 +256,12 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
             s.data, s.chunks_d, s.pages_d, s.byte_base, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
     if s.total_rows:
         fixed_kernel[_grid(s.total_rows, _ROW_THREADS), _ROW_THREADS, st](
-            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
-    kernels_bytes.write_bytes(s, out)
-    kernels_delta.write_delta(s, out)
+            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out,
+            out[: out.shape[0] // 4 * 4].view(np.int32), out[: out.shape[0] // 8 * 8].view(np.int64))
+    if s.has_bytes:
+        kernels_bytes.write_bytes(s, out)
+    if s.has_delta:
+        kernels_delta.write_delta(s, out)
     errors = s.pages_d.copy_to_host(stream=st)["error"]
     if st != 0:
         st.synchronize()

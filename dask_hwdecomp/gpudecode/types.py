@@ -265,8 +265,8 @@ def classify_columns(parquet_schema, arrow_schema: pa.Schema) -> list[GpuColumn 
 _DICT = frozenset((Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY))
 _DECODED = {
     OutKind.COPY: frozenset((Encoding.PLAIN, Encoding.BYTE_STREAM_SPLIT, Encoding.DELTA_BINARY_PACKED)) | _DICT,
-    OutKind.NARROW: frozenset((Encoding.PLAIN, Encoding.DELTA_BINARY_PACKED)) | _DICT,
-    OutKind.DECIMAL: frozenset((Encoding.PLAIN, Encoding.DELTA_BINARY_PACKED)) | _DICT,
+    OutKind.NARROW: frozenset((Encoding.PLAIN, Encoding.BYTE_STREAM_SPLIT, Encoding.DELTA_BINARY_PACKED)) | _DICT,
+    OutKind.DECIMAL: frozenset((Encoding.PLAIN, Encoding.BYTE_STREAM_SPLIT, Encoding.DELTA_BINARY_PACKED)) | _DICT,
     OutKind.BOOL: frozenset((Encoding.PLAIN, Encoding.RLE)),
     OutKind.BYTES: frozenset((Encoding.PLAIN, Encoding.DELTA_LENGTH_BYTE_ARRAY, Encoding.DELTA_BYTE_ARRAY)) | _DICT,
 }
