@@ -49,7 +49,7 @@ _E_COUNT = int(PageError.COUNT)
 _E_ENCODING = int(PageError.ENCODING)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def physical_width(chunks, c):
     """Bytes of one PLAIN value of chunk ``c``'s physical type; 0 if not a fixed-width type."""
     phys = chunks[c]["physical"]
@@ -62,7 +62,7 @@ def physical_width(chunks, c):
     return np.int64(0)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _fixed_shape_ok(chunks, c, wp):
     """Whether the chunk's kind, width and physical type are a conversion the write kernel makes."""
     kind = chunks[c]["kind"]
@@ -79,12 +79,12 @@ def _fixed_shape_ok(chunks, c, wp):
     return False
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _is_dict(enc):
     return enc == _PLAIN_DICT or enc == _RLE_DICT
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def check_kernel(data_size, chunks, pages, vstart, vend):
     for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
         if pages[p]["kind"] == _DICT_PAGE or pages[p]["error"] != 0:
@@ -130,7 +130,7 @@ def check_kernel(data_size, chunks, pages, vstart, vend):
             set_error(pages, p, _E_ENCODING)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def dict_kernel(data, chunks, pages, vstart, vend, vrow, idx):
     shared = cuda.shared.array(8, np.int64)
     # this kernel's own per-page values: block_hybrid uses ``shared``
@@ -188,7 +188,7 @@ def dict_kernel(data, chunks, pages, vstart, vend, vrow, idx):
             set_error(pages, p, _E_VALUES if status == 1 or not is_dict else _E_DICT)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def totals_kernel(chunks, pages):
     for c in range(cuda.grid(1), chunks.shape[0], cuda.gridsize(1)):
         first = chunks[c]["first_page"]
@@ -206,20 +206,20 @@ def totals_kernel(chunks, pages):
             chunks[c]["data_bytes"] = 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def zero_kernel(out):
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def fill_kernel(a, value):
     """Every element of a scratch array set to ``value``."""
     for i in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
         a[i] = value
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _chunk_of(byte_base, b):
     """The chunk whose output bytes ``[byte_base[c], byte_base[c + 1])`` hold slot ``b``."""
     lo = 0
@@ -233,7 +233,7 @@ def _chunk_of(byte_base, b):
     return lo
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def validity_kernel(chunks, byte_base, valid, out):
     total = byte_base[byte_base.shape[0] - 1]
     for b in range(cuda.grid(1), total, cuda.gridsize(1)):
@@ -255,7 +255,7 @@ def validity_kernel(chunks, byte_base, valid, out):
         out[dst] = acc
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vstart, vend, out):
     total = byte_base[byte_base.shape[0] - 1]
     for b in range(cuda.grid(1), total, cuda.gridsize(1)):
@@ -290,7 +290,7 @@ def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vs
         out[dst] = acc
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _value_byte(data, src, stride, wp, big_endian, i):
     """Byte ``i`` (little-endian order) of the value at ``src``, sign-extended past ``wp`` bytes."""
     if i < wp:
@@ -299,13 +299,13 @@ def _value_byte(data, src, stride, wp, big_endian, i):
     return np.int64(0xFF) if top >= 0x80 else np.int64(0)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _signed_byte(b):
     """A word's top byte as signed, so that composing the word never leaves its signed range."""
     return b - 256 if b >= 128 else b
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def fixed_kernel(data, chunks, pages, valid, vindex, row_page, idx, vstart, vend, out, out4, out8):
     """One thread a row; ``out4``/``out8`` are ``out`` as int32/int64 (a whole word a value where aligned)."""
     for r in range(cuda.grid(1), valid.shape[0], cuda.gridsize(1)):

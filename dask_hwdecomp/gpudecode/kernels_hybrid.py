@@ -28,7 +28,7 @@ RUN_BAD = 1
 _MAX_HEADER_BYTES = 5
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def read_u32(data, pos, end):
     """The 4-byte little-endian value at ``pos``, or -1 when it does not fit before ``end``."""
     if pos < 0 or pos + 4 > end:
@@ -37,7 +37,7 @@ def read_u32(data, pos, end):
             | (np.int64(data[pos + 3]) << 24))
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def uleb128(data, pos, end):
     """(value, next position); value -1 when the varint is cut off or longer than 32 bits."""
     value = np.int64(0)
@@ -55,7 +55,7 @@ def uleb128(data, pos, end):
     return np.int64(-1), pos
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def next_run(data, pos, end, bw, remaining):
     """Decode the run header at ``pos``.
 
@@ -90,7 +90,7 @@ def next_run(data, pos, end, bw, remaining):
     return RUN_OK, 0, count, value, p, p + nbytes
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def run_value(data, packed, value, values_pos, end, bw, j):
     """Value ``j`` of the current run (bytes past ``end`` read as 0)."""
     if packed == 0:
@@ -106,7 +106,7 @@ def run_value(data, packed, value, values_pos, end, bw, j):
     return (acc >> shift) & ((np.int64(1) << bw) - 1)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def block_hybrid(data, pos, end, bw, n, shared, out, out_base, vrow, mode, limit):
     """Expand ``n`` values of a hybrid stream, the whole block cooperating.
 

@@ -29,14 +29,14 @@ _DICT = int(PageKind.DICTIONARY)
 _V1 = int(PageKind.DATA_V1)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def set_error(pages, p, code):
     """Record ``code`` on page ``p`` unless it has an error already (the first wins)."""
     if pages[p]["error"] == 0:
         pages[p]["error"] = code
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _check_page(data, chunks, pages, p, vstart, vend, valid_rows):
     """Check page ``p`` against its chunk and ``data``; set its value section. Returns the level bytes' end or -1."""
     c = pages[p]["chunk"]
@@ -78,7 +78,7 @@ def _check_page(data, chunks, pages, p, vstart, vend, valid_rows):
     return pos, lend
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, vend):
     shared = cuda.shared.array(8, np.int64)
     scan = cuda.shared.array(SCAN_SLOTS, np.int32)
