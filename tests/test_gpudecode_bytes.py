@@ -418,6 +418,15 @@ def test_delta_byte_array_fixed_length(typ):
     roundtrip_standin(table, **_write_args("DELTA_BYTE_ARRAY", "2.0", 150))
 
 
+@pytest.mark.parametrize("lo,hi", [(0, 4), (30, 90)], ids=["short", "long"])
+def test_byte_array_copies(lo, hi):
+    """Pages of short strings (a thread a string) and of long ones (a warp a string)."""
+    rng = np.random.default_rng(hi)
+    vals = ["".join(chr(97 + int(c)) for c in rng.integers(0, 26, int(rng.integers(lo, hi)))) for _ in range(70)]
+    roundtrip(pa.table({"x": pa.array(_nulls(vals, "some", rng), pa.string())}),
+              **_write_args("PLAIN", "1.0", 1 << 20))
+
+
 def test_byte_arrays_several_row_groups():
     table = _byte_table(pa.large_string(), "some", 120)
     chunks, _pages = roundtrip(table, row_group_size=40, **_write_args("DELTA_BYTE_ARRAY", "1.0", 300))

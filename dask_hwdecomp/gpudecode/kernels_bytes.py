@@ -64,6 +64,8 @@ __all__ = ["measure_bytes", "write_bytes"]
 
 # Threads that copy one string (a warp; the whole block if smaller).
 _WARP = min(32, TPB)
+# Pages whose strings average fewer bytes than this copy a string a thread.
+_SHORT = 16
 _I32_MAX = 0x7FFFFFFF
 _E_ENCODING = 8
 
@@ -426,9 +428,13 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
     # the copies read offsets that other threads wrote
     cuda.syncthreads()
     if not is_dba:
-        # a warp a string
-        lane = t % _WARP
-        r = base + t // _WARP
+        # Short strings a thread each (a warp would leave most lanes idle),
+        # longer ones a warp each (coalesced); one choice for the page.
+        group = _WARP
+        if n > 0 and (np.int64(carry) - page_base[p]) < _SHORT * n:
+            group = 1
+        lane = t % group
+        r = base + t // group
         while r < base + rows:
             if valid[r] != 0:
                 ln = lengths[r]
@@ -441,8 +447,8 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
                     j = np.int64(lane)
                     while j < ln:
                         out8[dst + j] = data[src + j]
-                        j += _WARP
-            r += TPB // _WARP
+                        j += group
+            r += TPB // group
         return
     # DELTA_BYTE_ARRAY: prefixes again, then the values in order; value
     # i's length is the next value's offset less its own, its suffix
