@@ -191,14 +191,18 @@ def plan(buf: bytes, typ: pa.DataType):
     return crec, prec, extra
 
 
-def decode(buf: bytes, chunks, pages, extra):
-    """measure -> place -> write through the kernels here; returns (chunks, pages, out)."""
+def decode(buf: bytes, chunks, pages, extra, string_rows=None):
+    """measure -> place -> write through the kernels here; returns (chunks, pages, out).
+
+    ``string_rows``: rows of the per-row string scratch (default: every row).
+    """
     n = max(1, len(extra.valid))
+    m = n if string_rows is None else string_rows
     state = SimpleNamespace(
         data=cuda.to_device(np.frombuffer(buf, np.uint8)), chunks_d=cuda.to_device(chunks),
         pages_d=cuda.to_device(pages), valid=cuda.to_device(extra.valid), vindex=cuda.to_device(extra.vindex),
         idx=cuda.to_device(extra.idx), vstart=cuda.to_device(extra.vstart), vend=cuda.to_device(extra.vend),
-        lengths=cuda.device_array(n, np.int64), str_src=cuda.device_array(n, np.int64),
+        lengths=cuda.device_array(m, np.int64), str_src=cuda.device_array(m, np.int64),
         dict_off=cuda.device_array(max(1, extra.total_dict), np.int64),
         dict_len=cuda.device_array(max(1, extra.total_dict), np.int32), stream=0)
     kernels_bytes.measure_bytes(state)
@@ -601,6 +605,10 @@ def test_hostile_fixed_length_delta_byte_array():
                             vend=np.array([body + int(pages[0]["size"])], np.int64), total_dict=0)
     _c, pages, _out = decode(data.tobytes(), chunks, pages, extra)
     assert pages["error"].tolist() == [PageError.LENGTH]
+    # without the per-row string scratch (a batch of no BYTES chunk): refused, nothing written past it
+    pages["error"] = 0
+    _c, pages, _out = decode(data.tobytes(), chunks, pages, extra, string_rows=0)
+    assert pages["error"].tolist() == [PageError.ENCODING]
 
 
 # --------------------------------------------------------------------------
@@ -626,7 +634,7 @@ A = lambda dt: types.Array(from_dtype(np.dtype(dt)), 1, "C")
 C, P = types.Array(from_dtype(CHUNK), 1, "C"), types.Array(from_dtype(PAGE), 1, "C")
 u8, u16, u32, u64, i64, i32 = A(np.uint8), A(np.uint16), A(np.uint32), A(np.uint64), A(np.int64), A(np.int32)
 sigs = {
-    kd._measure_delta_kernel: (u8, C, P, i64, i64),
+    kd._measure_delta_kernel: (u8, C, P, i64, i64, i32),
     kd._write_delta_kernel: (u8, C, P, i64, i64, u8, i32, u64, u8, u16, u32, u64),
     kb._dict_kernel: (u8, C, P, i64, i32),
     kb._measure_kernel: (u8, C, P, i64, i64, u8, i32, i32, i64, i32, i64, i64, u64, u64),

@@ -173,6 +173,10 @@ def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict
             shi[0] = E_VALUES
         elif n > rows or n < 0 or base + rows > valid.shape[0]:
             shi[0] = E_COUNT
+        elif base + rows > lengths.shape[0] or base + rows > str_src.shape[0]:
+            # no per-row string scratch for this chunk (the runner sizes it
+            # for BYTES chunks): not decodable here
+            shi[0] = _E_ENCODING
         elif enc == ENC_PLAIN:
             pos = s
             for i in range(n):

@@ -255,7 +255,7 @@ def _is_delta_int(pages, chunks, p, c):
 
 
 @cuda.jit(device=True)
-def _measure_delta_one(p, data, chunks, pages, vstart, vend):
+def _measure_delta_one(p, data, chunks, pages, vstart, vend, vindex):
     c = pages[p]["chunk"]
     if not _is_delta_int(pages, chunks, p, c) or pages[p]["error"] != 0:
         return
@@ -266,7 +266,8 @@ def _measure_delta_one(p, data, chunks, pages, vstart, vend):
     if pos < lo or end > hi or pos > end or end > data.shape[0]:
         set_error(pages, p, E_VALUES)
         return
-    if pages[p]["nonnull"] > pages[p]["num_values"] or pages[p]["nonnull"] < 0:
+    if (pages[p]["nonnull"] > pages[p]["num_values"] or pages[p]["nonnull"] < 0
+            or pages[p]["row_start"] + pages[p]["num_values"] > vindex.shape[0]):
         set_error(pages, p, E_COUNT)
         return
     bits = 32 if chunks[c]["physical"] == PHYS_INT32 else 64
@@ -278,9 +279,9 @@ def _measure_delta_one(p, data, chunks, pages, vstart, vend):
 
 
 @cuda.jit
-def _measure_delta_kernel(data, chunks, pages, vstart, vend):
+def _measure_delta_kernel(data, chunks, pages, vstart, vend, vindex):
     for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
-        _measure_delta_one(p, data, chunks, pages, vstart, vend)
+        _measure_delta_one(p, data, chunks, pages, vstart, vend, vindex)
 
 
 @cuda.jit(device=True)
@@ -367,7 +368,7 @@ def measure_delta(state) -> None:
     if pages.shape[0] == 0:
         return
     _measure_delta_kernel[thread_blocks(pages.shape[0]), TPB, state.stream](
-        state.data, state.chunks_d, pages, state.vstart, state.vend)
+        state.data, state.chunks_d, pages, state.vstart, state.vend, state.vindex)
 
 
 def out_views(out):
