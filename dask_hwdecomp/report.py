@@ -214,6 +214,16 @@ class ReadReport:
         lines.extend(self.decode_lines())
         return "\n".join(lines)
 
+    def decoded_on(self) -> dict:
+        """``{where: {"columns": n, "chunks": n, "arrow_bytes": n}}``: the columns' totals per decode place."""
+        out: dict = {}
+        for (column, where, _), d in self.columns.items():
+            total = out.setdefault(where, {"columns": set(), "chunks": 0, "arrow_bytes": 0})
+            total["columns"].add(column)
+            total["chunks"] += d.chunks
+            total["arrow_bytes"] += d.arrow_bytes
+        return {w: {**t, "columns": len(t["columns"])} for w, t in sorted(out.items())}
+
     def decode_lines(self) -> list[str]:
         """One line per column and place it was decoded, with why not on the GPU."""
         return [

@@ -7,12 +7,35 @@ layers (the Dask engine) reuse them.
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
-import pytest
 
-from helpers import FUZZ_STATS, assert_tables_equal, corpus_root, matrix_table, write_matrix
+def _cuda_device_present() -> bool:
+    """Whether this machine has an NVIDIA GPU, found without creating a CUDA context."""
+    if glob.glob("/dev/nvidia[0-9]*"):
+        return True
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "GPU " in listed
+
+
+# The GPU decoder's kernel tests run in-process: under numba's CUDA simulator
+# where there is no device. It must be chosen before numba.cuda is imported.
+if not _cuda_device_present():
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import pytest  # noqa: E402
+
+from helpers import FUZZ_STATS, assert_tables_equal, corpus_root, matrix_table, write_matrix  # noqa: E402
 
 __all__ = ["assert_tables_equal"]
 

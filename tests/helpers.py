@@ -288,3 +288,43 @@ def write_matrix(directory: Path, table: pa.Table | None = None, codecs=MATRIX_C
                 )
                 out.append(f)
     return out
+
+
+# The column decoder of the table tests: pyarrow's own columns, read from
+# each image column by column and row group by row group (what the GPU
+# decoder hands over), through the seam of readpath/batch.py.
+PICKED_OUT = "left to pyarrow by the test"
+
+
+def decoded_by_pyarrow(buffer: pa.Buffer, names) -> dict[str, pa.ChunkedArray]:
+    """``names`` of an uncompressed Parquet file, each one chunk per row group, as pyarrow decodes them."""
+    pf = pq.ParquetFile(pa.BufferReader(buffer))
+    out = {}
+    for name in names:
+        parts = [pf.read_row_group(i, columns=[name]).column(0) for i in range(pf.metadata.num_row_groups)]
+        out[name] = pa.chunked_array([c for p in parts for c in p.chunks], type=pf.schema_arrow.field(name).type)
+    return out
+
+
+def pyarrow_decoder(pick):
+    """A column decoder taking pyarrow's columns: the flat top-level columns read whose name ``pick`` accepts."""
+
+    def decode(images, options, report):
+        for image in images:
+            pf = pq.ParquetFile(pa.BufferReader(image.buffer))
+            names = pf.schema_arrow.names
+            # A flat column's leaf path is its name (dots included); a
+            # nested one's is longer.
+            read = {pf.schema.column(c.column).path for c in image.plan.chunks}
+            chosen = []
+            for path in sorted(read):
+                flat = path in names and names.count(path) == 1 and not pa.types.is_nested(
+                    pf.schema_arrow.field(path).type
+                )
+                if flat and pick(path):
+                    chosen.append(path)
+                else:
+                    image.why_not_gpu[path if flat else path.split(".")[0]] = PICKED_OUT
+            image.decoded.update(decoded_by_pyarrow(image.buffer, chosen))
+
+    return decode

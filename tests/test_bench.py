@@ -45,11 +45,19 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
     assert not re.search(r"issue \d", report, re.I), "the report is for users: no issue numbers"
     assert not (cfg.out_dir / "data").exists(), "generated data is removed unless keep_data"
     # The target table's rows, in its order; each ratio line's figure is the one it says it measures.
-    order = ["vs-uncompressed", "uncompressed", "cpu-backend", "cpu-seconds", "contexts", "pages-per-call", "decompress"]
+    order = ["vs-uncompressed", "uncompressed", "cpu-backend", "cpu-seconds", "contexts", "pages-per-call", "decompress",
+             "gpu-decode", "gpu-decode-entropy", "gpu-cpu-seconds", "gpu-kernels", "ceiling"]
     kinds = [c["kind"] for c in results["targets"]]
     assert sorted(kinds, key=order.index) == kinds and set(kinds) == set(order)
+    assert [c["limit"] for c in results["targets"] if c["kind"] == "gpu-decode"] == ["not measured (cluster 1x2)"]
+    if not gpu_available():
+        assert results["gpudecode"]["skipped"] == results["skipped"]["GPU decode kernels alone"]
+        (kernels,) = [c for c in results["targets"] if c["kind"] == "gpu-kernels"]
+        assert kernels["met"] is None and kernels["limit"].startswith("not measurable here: ")
+    assert [c["kind"] for c in results["targets"]][-2:] == ["ceiling", "ceiling"]
+    assert "| reference |" in report and "## GPU decode kernels alone" in report
     for c in results["targets"]:
-        if c["met"] is not None and c["kind"] not in ("decompress", "contexts", "pages-per-call"):
+        if c["met"] is not None and c["kind"] not in ("decompress", "contexts", "pages-per-call", "gpu-kernels"):
             assert float(c["measured"]) == pytest.approx(c["value"], abs=0.005), c
             assert c["met"] == (c["value"] >= float(c["target"][3:]) if c["target"].startswith(">=") else c["value"] <= float(c["target"][3:]))
         if c["kind"] in ("contexts", "pages-per-call"):
@@ -65,7 +73,7 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
     for ds in ("lineitem", "entropy"):
         for sched in ("distributed", "threads"):
             per_variant = results["endtoend"][ds][sched]
-            for variant in ("pyarrow", "hwdecomp-auto", "hwdecomp-cpu"):
+            for variant in ("pyarrow", "hwdecomp-auto", "hwdecomp-auto-decode-cpu", "hwdecomp-cpu"):
                 for codec in ("uncompressed", "gzip"):
                     fig = per_variant[variant][codec]
                     assert "error" not in fig, fig
@@ -79,8 +87,14 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
                 assert _positive(per_variant["ipc-ceiling"]["uncompressed"][key]), (ds, sched, key)
         rep = results["endtoend"][ds]["threads"]["hwdecomp-auto"]["gzip"]["report"]
         # without a GPU, auto is pyarrow's own read: one "pyarrow" stage
-        stage = "decode" if gpu_available() else "pyarrow"
-        assert rep["stages_s"][stage] > 0 and rep["backends"]
+        stage = ("gpu_decode", "decode") if gpu_available() else ("pyarrow",)
+        assert sum(rep["stages_s"][k] for k in stage) > 0 and rep["backends"]
+        if not gpu_available():
+            assert rep["decoded_arrow_bytes"]["pyarrow"] > 0 and "gpu" not in rep["decoded_arrow_bytes"]
+        cpu_decoded = results["endtoend"][ds]["threads"]["hwdecomp-auto-decode-cpu"]["gzip"]["report"]["decoded"]
+        assert cpu_decoded["gpu_fraction"] == 0 and cpu_decoded["gpu_columns"] == []
+    assert results["variants"]["hwdecomp-auto-decode-cpu"]["decode"] == "cpu"
+    assert results["variants"]["hwdecomp-auto"]["decode"] == "auto"
     dec = results["decompression"]
     assert dec["small_pages"]["pages"]["page_bytes"] == 64 << 10
     for backends in (dec["backends"], dec["small_pages"]["backends"]):
@@ -179,3 +193,149 @@ def test_copy_bandwidth_needs_only_the_gpu_extra():
     assert "cupy" not in source.lower()
     if importlib.util.find_spec("cuda") is None:
         assert "cuda-bindings is not installed" in copy_bandwidth()["skipped"]
+
+
+def test_decode_variants_cross_the_gpu_backends():
+    from dask_hwdecomp.bench.variants import DECODE_CPU, DEFAULT, engine_variants
+
+    variants = engine_variants(("auto", "cpu", "nvcomp"), options={"batch_bytes": 1 << 20}, decodes=("auto", "cpu"))
+    assert list(variants) == ["pyarrow", DEFAULT, DECODE_CPU, "hwdecomp-cpu", "hwdecomp-nvcomp",
+                              "hwdecomp-nvcomp-decode-cpu"]
+    # the default variant keeps the default options: decode is not set, so it is "auto"
+    assert variants[DEFAULT].kwargs == {"hwdecomp_options": {"batch_bytes": 1 << 20, "backend": "auto"}}
+    assert variants[DECODE_CPU].kwargs == {"hwdecomp_options": {"batch_bytes": 1 << 20, "backend": "auto",
+                                                                "decode": "cpu"}}
+    assert (variants[DEFAULT].decode, variants[DECODE_CPU].decode, variants["pyarrow"].decode) == ("auto", "cpu", None)
+    nv = (variants["hwdecomp-nvcomp"], variants["hwdecomp-nvcomp-decode-cpu"])
+    assert nv[0].unavailable == nv[1].unavailable, "both decodes of a backend run, or neither"
+    assert list(engine_variants(("auto",), decodes=("gpu",))) == ["pyarrow", "hwdecomp-auto-decode-gpu"]
+    with pytest.raises(ValueError, match="unknown decode"):
+        engine_variants(("auto",), decodes=("fpga",))
+
+
+def test_bench_decodes_option():
+    from dask_hwdecomp.cli.bench import config_from_args, run
+    from dask_hwdecomp.cli.main import build_parser
+
+    assert config_from_args(build_parser().parse_args(["bench"])).decodes == ("auto", "cpu")
+    assert "gpudecode" in config_from_args(build_parser().parse_args(["bench"])).parts
+    assert config_from_args(build_parser().parse_args(["bench", "--decodes", "auto"])).decodes == ("auto",)
+    assert run(build_parser().parse_args(["bench", "--decodes", "auto,fast"])) == 2
+
+
+def test_decode_summary_of_a_read_report():
+    from dask_hwdecomp.bench.endtoend import decode_summary
+    from dask_hwdecomp.report import ReadReport
+
+    report = ReadReport()
+    report.add_decode("a", "gpu", chunks=2, rows=100, arrow_bytes=600)
+    report.add_decode("b", "pyarrow", chunks=2, rows=100, arrow_bytes=300, why="INT96")
+    report.add_decode("c", "pyarrow", chunks=2, rows=100, arrow_bytes=100, why="nested")
+    summary = decode_summary(report.to_dict()["columns"])
+    assert summary["gpu_fraction"] == pytest.approx(0.6) and summary["arrow_bytes"] == 1000
+    assert summary["gpu_columns"] == ["a"] and summary["pyarrow_columns"] == ["b", "c"]
+    assert summary["why_not_gpu"] == pytest.approx({"INT96": 0.3, "nested": 0.1})
+    assert list(summary["why_not_gpu"]) == ["INT96", "nested"], "largest share first"
+    assert decode_summary([]) is None
+
+
+@pytest.mark.skipif(gpu_available(), reason="a CUDA device is here: the part runs")
+def test_gpudecode_part_says_why_it_cannot_run_without_a_gpu(tmp_path):
+    from dask_hwdecomp.bench.gpudecode import measure_gpudecode, unavailable
+
+    why = unavailable()
+    assert why and ("CUDA" in why or "numba-cuda" in why)
+    with pytest.raises(RuntimeError, match="the GPU decode kernels cannot run: "):
+        measure_gpudecode([tmp_path / "x.parquet"], 1)
+    cfg = BenchConfig(out_dir=tmp_path / "out", size_bytes=200_000, datasets=("lineitem",), codecs=("uncompressed",),
+                      files=1, repeats=1, parts=("gpudecode",), progress=False)
+    results = run_bench(cfg)
+    assert results["gpudecode"] == {"skipped": why} and results["skipped"]["GPU decode kernels alone"] == why
+    (kernels,) = [c for c in results["targets"] if c["kind"] == "gpu-kernels"]
+    assert kernels["met"] is None and kernels["limit"] == f"not measurable here: {why}"
+    report = (cfg.out_dir / "report.md").read_text()
+    assert f"## GPU decode kernels alone\n\nNot measured: {why}." in report
+
+
+_SIMULATED = """
+import sys, json
+from pathlib import Path
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+from dask_hwdecomp.bench.gpudecode import measure_gpudecode
+from dask_hwdecomp.gpudecode.plan import plan_file
+n = 40
+schema = pa.schema([pa.field("i", pa.int64(), False), pa.field("f", pa.float64(), True),
+                    pa.field("t", pa.timestamp("us"), True), pa.field("s", pa.string(), False)])
+table = pa.table({"i": np.arange(n), "f": pa.array(np.arange(n) * 0.5, mask=np.arange(n) % 7 == 0),
+                  "t": pa.array(np.arange(n), pa.timestamp("us")), "s": [f"v{i % 13}" for i in range(n)]},
+                 schema=schema)
+path = Path(sys.argv[1])
+pq.write_table(table, path, compression="none", row_group_size=16)
+fig = measure_gpudecode([path], 1, allow_simulator=True)
+# the buffers' sizes (nbytes counts a string array's offsets without the last one)
+fig["arrow_nbytes"] = sum(b.size for col in pq.read_table(path).columns for chunk in col.chunks
+                          for b in chunk.buffers() if b is not None)
+fig["plan_bytes"] = plan_file(path.read_bytes()).data_bytes
+print(json.dumps(fig))
+"""
+
+
+def test_gpudecode_part_counts_the_arrow_output_under_the_simulator(tmp_path):
+    """The kernels' Arrow output is exactly the bytes of pyarrow's arrays (no alignment gaps counted)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba.cuda")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    out = subprocess.run([sys.executable, "-c", _SIMULATED, str(tmp_path / "f.parquet")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    fig = json.loads(out.stdout.strip().splitlines()[-1])
+    assert fig["output_bytes"] == fig["arrow_nbytes"]
+    assert fig["input_bytes"] == fig["plan_bytes"] > 0
+    assert fig["files"] == 1 and fig["chunks"] == 12 and fig["gpu_columns"] == ["f", "i", "s", "t"]
+    assert fig["seconds"]["n"] == 1 and _positive(fig["output_gbps"]) and _positive(fig["input_gbps"])
+    assert fig["output_gbps"]["median"] / fig["input_gbps"]["median"] == pytest.approx(
+        fig["output_bytes"] / fig["input_bytes"])
+
+
+def test_report_renders_the_decode_rows(tmp_path):
+    from dask_hwdecomp.bench.markdown import render_report
+    from dask_hwdecomp.bench.stats import summarize
+    from dask_hwdecomp.bench.system import system_info
+    from dask_hwdecomp.bench.targets import check_targets
+
+    def fig(gbps, report=None):
+        return {"arrow_gbps": summarize([gbps]), "file_gbps": summarize([gbps]), "cpu_s_per_gb": summarize([0.4]),
+                "report": report, "gpu": None}
+
+    decoded = {"gpu_fraction": 0.75, "arrow_bytes": 4000, "gpu_columns": ["a", "b"], "pyarrow_columns": ["c"],
+               "why_not_gpu": {"INT96": 0.25}}
+    rep = {"stages_s": {"io": 0.1, "scan": 0.1, "decompress": 0.2, "gpu_decode": 0.3, "decode": 0.4},
+           "backends": {"SNAPPY on nvcomp": {}}, "batches": 2, "decoded": decoded}
+    per_variant = {"pyarrow": {"uncompressed": fig(2.0), "snappy": fig(1.8)},
+                   "hwdecomp-auto": {"uncompressed": fig(7.0, rep), "snappy": fig(6.0, rep)},
+                   "hwdecomp-auto-decode-cpu": {"uncompressed": fig(2.0), "snappy": fig(2.0)},
+                   "ipc-ceiling": {"uncompressed": fig(8.28)}}
+    results = {"started": "now", "system": system_info(), "skipped": {}, "finished": "later",
+               "config": {"workers": 4, "threads": 4, "repeats": 1, "command": "hwdecomp bench", "schedulers": (),
+                          "parts": ()},
+               "datasets": {"lineitem": {"file_bytes": {"uncompressed": 10**9, "snappy": 5 * 10**8}, "rows": 1,
+                                         "arrow_bytes": 10**9, "files": 1}},
+               "endtoend": {"lineitem": {"distributed": per_variant, "threads": per_variant}},
+               "gpudecode": {"lineitem": {"files": 2, "chunks": 8, "pages": 64, "input_bytes": 9 * 10**8,
+                                          "output_bytes": 10**9, "output_gbps": summarize([150.0, 140.0, 160.0]),
+                                          "input_gbps": summarize([135.0]), "fallbacks": {"c": "INT96"},
+                                          "timing": "measure + place_outputs + write"}}}
+    checks = check_targets(results)
+    text = render_report(results, checks, {})
+    assert "| GPU decoding: lineitem, LocalCluster 4x4, snappy: throughput, hwdecomp-auto (decode on the GPU) ÷ " \
+           "pyarrow on snappy | >= 3.00 | 3.33 | met |" in text
+    assert "| GPU decode kernels alone, lineitem, uncompressed files on the device: GB/s of Arrow output " \
+           "(measure + place + write) | >= 100 GB/s | 150.0 GB/s | met |" in text
+    assert "÷ pyarrow on snappy | reference | 4.60 | reference |" in text
+    assert "| lineitem | hwdecomp-auto | snappy | 75% | 2 | 1 | INT96 (25%) |" in text
+    assert "| lineitem | 2 | 0.900 | 1.000 | 150 (140–160) | 135 | c (INT96) |" in text
+    assert "| lineitem | hwdecomp-auto | snappy | 0.100 | 0.100 | 0.200 | 0.300 | 0.400 |" in text
+    assert "hwdecomp-auto-decode-cpu is the same read with decode='cpu'" in text

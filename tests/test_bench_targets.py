@@ -199,7 +199,8 @@ def test_decompression_not_measurable_without_a_gpu_backend():
 
 def test_checks_come_in_the_order_of_the_target_table():
     checks = check_targets(_results({"lineitem": _lineitem()}, decompression=_decompression({"snappy": 46.0})))
-    order = ["vs-uncompressed", "uncompressed", "cpu-backend", "cpu-seconds", "contexts", "pages-per-call", "decompress"]
+    order = ["vs-uncompressed", "uncompressed", "cpu-backend", "cpu-seconds", "contexts", "pages-per-call", "decompress",
+             "gpu-decode", "gpu-cpu-seconds", "gpu-kernels"]
     kinds = [c["kind"] for c in checks]
     assert sorted(kinds, key=order.index) == kinds and set(kinds) == set(order)
 
@@ -208,3 +209,112 @@ def test_a_miss_hidden_by_rounding_shows_three_decimals():
     e2e = {"lineitem": _lineitem(hwdecomp_auto__snappy=_fig(2.0, 4.208, _gpu()))}
     (check,) = [c for c in check_targets(_results(e2e)) if c["kind"] == "cpu-seconds" and ", snappy:" in c["what"]]
     assert check["met"] is False and check["measured"] == "1.052" and check["limit"].startswith("missed by 0.2%;")
+
+
+# GPU decoding: hwdecomp-auto (decode auto, on the GPU) against pyarrow, its CPU seconds, the kernels alone,
+# and the decode-free ceiling as a reference row.
+
+def _threaded(report_of: dict) -> dict:
+    """A threaded scheduler's figures: {variant: {codec: figures with a mean report}}."""
+    return {v: {c: {**_fig(1.0), "report": rep} for c, rep in per.items()} for v, per in report_of.items()}
+
+
+def _stage_report(gpu_fraction=0.8, why=None) -> dict:
+    return {"stages_s": {"io": 0.5, "scan": 0.1, "decompress": 0.4, "gpu_decode": 1.25, "decode": 3.5},
+            "decoded": {"gpu_fraction": gpu_fraction, "arrow_bytes": 1000, "gpu_columns": ["a"],
+                        "pyarrow_columns": ["b"], "why_not_gpu": why if why is not None else {"decode='cpu'": 0.2}}}
+
+
+def _decode_lineitem(auto_snappy, **over) -> dict:
+    e2e = _lineitem(hwdecomp_auto__snappy=auto_snappy, **over)
+    e2e["distributed"]["ipc-ceiling"] = {"uncompressed": _fig(8.28, 0.3)}
+    e2e["distributed"]["hwdecomp-auto-decode-cpu"] = {"snappy": _fig(1.98, 2.1), "uncompressed": _fig(2.0, 2.0),
+                                                      "gzip": _fig(1.6, 2.5)}
+    return e2e
+
+
+def test_gpu_decode_lineitem_snappy_over_pyarrow_at_4x4():
+    met = check_targets(_results({"lineitem": _decode_lineitem(_fig(5.58, 0.4, _gpu()))}))
+    check = _by_what(met, "GPU decoding: lineitem, LocalCluster 4x4, snappy", "throughput")
+    assert check["kind"] == "gpu-decode" and check["target"] == ">= 3.00"
+    assert check["met"] is True and check["value"] == pytest.approx(5.58 / 1.8) and check["measured"] == "3.10"
+    e2e = {"lineitem": {**_decode_lineitem(_fig(4.5, 0.4, _gpu())),
+                        "threads": _threaded({"hwdecomp-auto": {"snappy": _stage_report()}})}}
+    check = _by_what(check_targets(_results(e2e)), "GPU decoding: lineitem, LocalCluster 4x4, snappy", "throughput")
+    assert check["met"] is False and check["value"] == pytest.approx(2.5)
+    limit = check["limit"]
+    assert limit.startswith("missed by 17%;")
+    assert "the decode-free ceiling reads at 4.60x pyarrow on snappy" in limit
+    assert "hwdecomp-auto-decode-cpu (pyarrow decodes) reaches 1.10x" in limit
+    assert "the GPU decoded 80% of the Arrow bytes; pyarrow decoded the rest: decode='cpu' (20%)" in limit
+    assert "gpu_decode 1.25 s, decode 3.50 s, io 0.50 s" in limit
+    other = check_targets(_results({"lineitem": _decode_lineitem(_fig(5.58, 0.4, _gpu()))}, shape=(16, 1)))
+    check = _by_what(other, "GPU decoding: lineitem", "throughput")
+    assert check["met"] is None and check["measured"] is None and check["limit"] == "not measured (cluster 16x1)"
+
+
+def test_gpu_decode_entropy_every_codec_over_pyarrow_on_the_same_codec():
+    e2e = {"entropy": {"distributed": {
+        "pyarrow": {"uncompressed": _fig(2.0), "zstd": _fig(1.0), "gzip": _fig(0.5)},
+        "hwdecomp-auto": {"uncompressed": _fig(6.2), "zstd": _fig(2.9), "gzip": _fig(error="ValueError: boom")}}}}
+    checks = [c for c in check_targets(_results(e2e)) if c["kind"] == "gpu-decode-entropy"]
+    by_codec = {c["what"].split(", ")[2].split(":")[0]: c for c in checks}
+    assert set(by_codec) == {"uncompressed", "zstd", "gzip"}
+    assert by_codec["uncompressed"]["met"] is True and by_codec["uncompressed"]["value"] == pytest.approx(3.1)
+    assert by_codec["zstd"]["met"] is False and by_codec["zstd"]["value"] == pytest.approx(2.9)
+    assert by_codec["gzip"]["met"] is None and by_codec["gzip"]["limit"] == "not measured: ValueError: boom"
+    assert all(c["what"].startswith("GPU decoding: high-entropy, LocalCluster 4x4") for c in checks)
+
+
+def test_gpu_decode_worker_cpu_seconds_is_an_absolute_bound():
+    e2e = {"lineitem": _decode_lineitem(_fig(5.0, 0.45, _gpu()), hwdecomp_auto__gzip=_fig(2.0, 0.62, _gpu()),
+                                        hwdecomp_auto__uncompressed=_fig(error="unavailable: no"))}
+    checks = {c["what"].split(", ")[2].split(":")[0]: c for c in check_targets(_results(e2e))
+              if c["kind"] == "gpu-cpu-seconds"}
+    assert checks["snappy"]["met"] is True and checks["snappy"]["value"] == pytest.approx(0.45)
+    assert checks["snappy"]["target"] == "<= 0.50"
+    assert checks["gzip"]["met"] is False and checks["gzip"]["limit"].startswith("missed by 24%;")
+    assert "pyarrow on gzip: 6.00 s/GB" in checks["gzip"]["limit"]
+    assert "hwdecomp-auto-decode-cpu: 2.50 s/GB" in checks["gzip"]["limit"]
+    assert "the decode-free ceiling (uncompressed IPC): 0.30 s/GB" in checks["gzip"]["limit"]
+    assert checks["uncompressed"]["met"] is None and checks["uncompressed"]["limit"] == "not measured: unavailable: no"
+
+
+def _kernels(gbps=None, skipped=None, error=None) -> dict:
+    if skipped:
+        return {"skipped": skipped}
+    if error:
+        return {"lineitem": {"error": error}}
+    return {"lineitem": {"files": 16, "chunks": 256, "pages": 4096, "input_bytes": 10**9, "output_bytes": 10**9,
+                         "output_gbps": summarize([gbps]), "input_gbps": summarize([gbps * 0.9]),
+                         "fallbacks": {"l_comment": "encoding DELTA_BYTE_ARRAY"}}}
+
+
+def test_gpu_decode_kernels_alone_gbps_of_arrow_output():
+    def check(part):
+        results = _results({})
+        if part is not None:
+            results["gpudecode"] = part
+        (c,) = [c for c in check_targets(results) if c["kind"] == "gpu-kernels"]
+        return c
+
+    assert check(None)["met"] is None and check(None)["limit"] == "not measured: the gpudecode part was not run"
+    skipped = check(_kernels(skipped="no CUDA device (numba-cuda finds none)"))
+    assert skipped["met"] is None and skipped["limit"] == "not measurable here: no CUDA device (numba-cuda finds none)"
+    assert check(_kernels(error="RuntimeError: x"))["limit"] == "not measured: RuntimeError: x"
+    met = check(_kernels(120.0))
+    assert met["met"] is True and met["value"] == 120.0 and met["measured"] == "120.0 GB/s" and met["target"] == ">= 100 GB/s"
+    missed = check(_kernels(60.0))
+    assert missed["met"] is False and missed["limit"].startswith("missed by 40% (60.0 of 100 GB/s); input 54.0 GB/s;")
+    assert "left to pyarrow: l_comment (encoding DELTA_BYTE_ARRAY)" in missed["limit"]
+
+
+def test_decode_free_ceiling_is_a_reference_row_per_dataset():
+    checks = check_targets(_results({"lineitem": _decode_lineitem(_fig(5.58, 0.4, _gpu()))}))
+    (row,) = [c for c in checks if c["kind"] == "ceiling"]
+    assert checks[-1] is row, "reference rows come after the targets"
+    assert row["reference"] is True and row["met"] is None and row["target"] == "reference"
+    assert row["value"] == pytest.approx(8.28 / 1.8) and row["measured"] == "4.60"
+    assert "÷ pyarrow on snappy" in row["what"]
+    assert row["limit"].endswith("uncompressed 4.14, snappy 4.60, gzip 5.52")
+    assert not [c for c in check_targets(_results({"lineitem": _lineitem()})) if c["kind"] == "ceiling"]

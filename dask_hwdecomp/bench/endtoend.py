@@ -26,7 +26,7 @@ from .data import Dataset
 from .stats import summarize
 from .variants import Variant
 
-__all__ = ["ClusterShape", "Scheduler", "local_cluster", "threaded", "measure_read", "measure_dataset"]
+__all__ = ["ClusterShape", "Scheduler", "local_cluster", "threaded", "measure_read", "measure_dataset", "decode_summary"]
 
 
 @dataclass(frozen=True)
@@ -216,13 +216,53 @@ def _mean_report(reports: list[dict]) -> dict | None:
                 backends[key]["pages"] += entry["pages"] // n
             backends[key]["uncompressed_bytes"] += entry["uncompressed_bytes"] // n
             backends[key]["seconds"] += entry["seconds"] / n
+    decoded: dict[str, int] = {}
+    for r in reports:
+        for entry in r.get("columns", []):
+            decoded[entry["decoded_on"]] = decoded.get(entry["decoded_on"], 0) + entry["arrow_bytes"] // n
     last = reports[-1]
     return {
         "stages_s": stages,
         "backends": backends,
+        "decoded_arrow_bytes": decoded,
         "batches": last["batches"],
         "fallbacks": last["fallbacks"],
         "retries": last["retries"],
+        "decoded": decode_summary(last.get("columns", [])),
+    }
+
+
+def decode_summary(columns: list[dict]) -> dict | None:
+    """Where one read's columns were decoded: the GPU's share of the Arrow bytes, and why not on the GPU.
+
+    Parameters
+    ----------
+    columns : list of dict
+        ``ReadReport.to_dict()["columns"]``.
+
+    Returns
+    -------
+    dict or None
+        ``gpu_fraction`` (of the Arrow bytes decoded), ``arrow_bytes``,
+        ``gpu_columns`` and ``pyarrow_columns`` (names), and ``why_not_gpu``:
+        ``{reason: fraction of the Arrow bytes}``; None when the report
+        has no column records.
+    """
+    total = sum(int(c["arrow_bytes"]) for c in columns)
+    if not columns:
+        return None
+    gpu = sum(int(c["arrow_bytes"]) for c in columns if c["decoded_on"] == "gpu")
+    why: dict[str, float] = {}
+    for c in columns:
+        if c["decoded_on"] != "gpu":
+            reason = c["why_not_gpu"] or "unknown"
+            why[reason] = why.get(reason, 0.0) + (int(c["arrow_bytes"]) / total if total else 0.0)
+    return {
+        "gpu_fraction": gpu / total if total else None,
+        "arrow_bytes": total,
+        "gpu_columns": sorted({c["column"] for c in columns if c["decoded_on"] == "gpu"}),
+        "pyarrow_columns": sorted({c["column"] for c in columns if c["decoded_on"] != "gpu"}),
+        "why_not_gpu": dict(sorted(why.items(), key=lambda kv: -kv[1])),
     }
 
 

@@ -16,6 +16,10 @@ The parts, each selectable:
     What the checksums cost each GPU backend, decompression alone: none,
     the default ones (a GZIP page's CRC-32), and ``verify_checksums``'s
     page CRC-32 on top (all computed on the device in the batch).
+``gpudecode``
+    The GPU decode kernels alone on each dataset's uncompressed files, the
+    files already on the device (:mod:`.gpudecode`): GB/s of Arrow output
+    and of input. Skipped, with the reason, without a CUDA device.
 
 Results are written after every part, so a run cut short keeps what it
 measured. The generated datasets are removed at the end unless
@@ -38,7 +42,7 @@ from .system import format_system, system_info
 
 __all__ = ["BenchConfig", "run_bench", "rerender", "remove_generated", "PARTS", "SCHEDULERS"]
 
-PARTS = ("e2e", "decompress", "copy", "sweep", "checksums")
+PARTS = ("e2e", "decompress", "copy", "sweep", "checksums", "gpudecode")
 SCHEDULERS = ("distributed", "threads")
 
 
@@ -78,6 +82,9 @@ class BenchConfig:
         Cluster shape: worker processes × threads per worker.
     backends : tuple of str
         hwdecomp backends to compare (``"auto"`` and registry names).
+    decodes : tuple of str
+        ``decode`` options crossed with the GPU-capable backends
+        (``hwdecomp-auto`` and ``hwdecomp-auto-decode-cpu``, ...).
     decompress_bytes : int
         Output bytes of the decompression-only page set.
     pages_per_call : tuple of int
@@ -106,6 +113,7 @@ class BenchConfig:
     workers: int = field(default_factory=_default_workers)
     threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 1) // _default_workers()))
     backends: tuple = ("auto", "cpu", "nvcomp", "hardware")
+    decodes: tuple = ("auto", "cpu")
     decompress_bytes: int = 1 << 30
     pages_per_call: tuple = (16, 64, 256, 1024, 4096)
     streams: tuple = (1, 2, 4)
@@ -120,6 +128,11 @@ class BenchConfig:
         unknown = set(self.schedulers) - set(SCHEDULERS)
         if unknown:
             raise ValueError(f"unknown scheduler(s) {sorted(unknown)}; choose from {SCHEDULERS}")
+        from .variants import DECODES
+
+        unknown = set(self.decodes) - set(DECODES)
+        if unknown or not self.decodes:
+            raise ValueError(f"unknown or no decode(s) {sorted(unknown)}; choose from {DECODES}")
         for name in ("size_bytes", "files", "repeats", "workers", "threads", "decompress_bytes"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
@@ -159,9 +172,9 @@ def _e2e(cfg: BenchConfig, datasets: dict, results: dict) -> None:
     from .endtoend import ClusterShape, local_cluster, measure_dataset, threaded
     from .variants import CEILING, ceiling_variant, engine_variants
 
-    variants = {**engine_variants(cfg.backends), CEILING: ceiling_variant()}
-    results["variants"] = {k: {"backend": v.backend, "unavailable": v.unavailable, "codecs": v.codecs}
-                           for k, v in variants.items()}
+    variants = {**engine_variants(cfg.backends, decodes=cfg.decodes), CEILING: ceiling_variant()}
+    results["variants"] = {k: {"backend": v.backend, "decode": v.decode, "unavailable": v.unavailable,
+                               "codecs": v.codecs} for k, v in variants.items()}
     shape = ClusterShape(cfg.workers, cfg.threads)
     usable = [v for v in variants.values() if v.unavailable is None]
     e2e = results.setdefault("endtoend", {})
@@ -247,6 +260,26 @@ def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
         _save(cfg, results)
 
 
+def _gpudecode(cfg: BenchConfig, datasets: dict, results: dict) -> None:
+    from .gpudecode import measure_gpudecode, unavailable
+
+    why = unavailable()
+    if why is not None:
+        results["gpudecode"] = {"skipped": why}
+        results["skipped"]["GPU decode kernels alone"] = why
+        _save(cfg, results)
+        return
+    out = results.setdefault("gpudecode", {})
+    for name, ds in datasets.items():
+        with _bar(cfg, cfg.repeats + 1, f"GPU decode kernels: {name}") as bar:
+            try:
+                out[name] = measure_gpudecode(sorted(Path(ds.dirs["uncompressed"]).glob("*.parquet")), cfg.repeats,
+                                              tick=bar.update)
+            except Exception as exc:  # reported per dataset, the run goes on
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        _save(cfg, results)
+
+
 def rerender(out_dir) -> dict:
     """Rewrite ``report.md``, the plots and the target checks from ``results.json``.
 
@@ -320,6 +353,8 @@ def _run(cfg: BenchConfig) -> dict:
         if "skipped" in results["copy_bandwidth"]:
             results["skipped"]["copy bandwidth"] = results["copy_bandwidth"]["skipped"]
         _save(cfg, results)
+    if "gpudecode" in cfg.parts:
+        _gpudecode(cfg, datasets, results)
     if {"decompress", "sweep", "checksums"} & set(cfg.parts):
         _decompress(cfg, datasets, results)
     results["finished"] = _dt.datetime.now().isoformat(timespec="seconds")

@@ -18,7 +18,19 @@ included), every codec, ÷ pyarrow's on the uncompressed copy
 16×1 lineitem read: mean pages per batched GPU call, every codec       >= 2000
 decompression alone, host to host, default options, best GPU backend,  >= 45 GB/s
 1 MiB pages and 64 KiB pages: snappy, lz4_raw, zstd                    (gzip 28)
+GPU decoding: lineitem, snappy, LocalCluster 4×4: throughput of        >= 3.0
+hwdecomp-auto (decode auto: on the GPU) ÷ pyarrow on snappy
+GPU decoding: high-entropy, every codec: hwdecomp-auto ÷ pyarrow on    >= 3.0
+the same codec
+GPU decoding: every dataset and codec, worker CPU s/GB of              <= 0.5
+hwdecomp-auto (GPU service included)
+GPU decode kernels alone, lineitem, files on the device: GB/s of       >= 100
+Arrow output
 =====================================================================  ==========
+
+Beside the GPU decoding targets, a reference row per dataset (no target):
+the decode-free ceiling (Arrow IPC, :mod:`.ceiling`) ÷ pyarrow, what no
+engine that decodes on the CPU can pass.
 
 pyarrow on the uncompressed copy is the bound decoding alone sets: beating
 it on a compressed codec means decompression costs the read nothing.
@@ -34,7 +46,7 @@ from __future__ import annotations
 from typing import Any
 
 from .stats import ratio
-from .variants import BASELINE, DEFAULT
+from .variants import BASELINE, CEILING, DECODE_CPU, DEFAULT
 
 __all__ = [
     "VS_UNCOMPRESSED_TARGETS",
@@ -45,6 +57,11 @@ __all__ = [
     "PAGES_PER_CALL_TARGET",
     "SERVICE_SHAPE",
     "DECOMPRESS_TARGETS_GBPS",
+    "GPU_DECODE_SPEEDUP",
+    "GPU_DECODE_SHAPE",
+    "ENTROPY_SPEEDUP",
+    "GPU_DECODE_CPU_S_PER_GB",
+    "KERNEL_GBPS_TARGET",
     "check_targets",
 ]
 
@@ -64,6 +81,18 @@ SERVICE_SHAPE = (16, 1)
 SERVICE_DATASET = "lineitem"
 # Host-to-host decompression at the default options, GB/s of output.
 DECOMPRESS_TARGETS_GBPS = {"snappy": 45.0, "lz4_raw": 45.0, "zstd": 45.0, "gzip": 28.0}
+
+# GPU decoding: hwdecomp-auto ÷ pyarrow on snappy, lineitem, on this cluster shape.
+GPU_DECODE_SPEEDUP = 3.0
+GPU_DECODE_SHAPE = (4, 4)
+GPU_DECODE_DATASET = "lineitem"
+GPU_DECODE_CODEC = "snappy"
+# hwdecomp-auto ÷ pyarrow on the same codec, high-entropy dataset, every codec.
+ENTROPY_SPEEDUP = 3.0
+# Worker CPU seconds per GB of Arrow data, GPU service included, of hwdecomp-auto.
+GPU_DECODE_CPU_S_PER_GB = 0.5
+# The GPU decode kernels alone on the lineitem files: GB/s of Arrow output on the device.
+KERNEL_GBPS_TARGET = 100.0
 
 _CPU_VARIANT = "hwdecomp-cpu"
 _SCHED = "distributed"
@@ -379,8 +408,149 @@ def _decompress_checks(results: dict) -> list[dict]:
     return checks
 
 
+def _decode_stages_text(report: dict | None) -> str | None:
+    """Seconds of the threaded run's stages, GPU decoding against pyarrow's decoding and the I/O."""
+    if not report:
+        return None
+    st = report["stages_s"]
+    keys = ["gpu_decode", "decode", "io", "decompress", "scan", "pyarrow"]
+    shown = ", ".join(f"{k} {st[k]:.2f} s" for k in keys if st.get(k))
+    return f"stage profile (threaded run, summed over threads): {shown or 'no stage recorded'}"
+
+
+def _decoded_text(report: dict | None) -> str | None:
+    """What share of the Arrow bytes the GPU decoded, and why the rest was not."""
+    dec = (report or {}).get("decoded")
+    if not dec or dec.get("gpu_fraction") is None:
+        return None
+    text = f"the GPU decoded {100 * dec['gpu_fraction']:.0f}% of the Arrow bytes"
+    if dec["why_not_gpu"]:
+        text += "; pyarrow decoded the rest: " + ", ".join(f"{why} ({100 * share:.0f}%)"
+                                                            for why, share in dec["why_not_gpu"].items())
+    return text
+
+
+def _ceiling_ratio(run: _Run, codec: str) -> float | None:
+    """The decode-free ceiling (uncompressed IPC) ÷ pyarrow on ``codec``."""
+    return ratio(_figure(run.fig(CEILING, "uncompressed"), "arrow_gbps"), _figure(run.fig(BASELINE, codec), "arrow_gbps"))
+
+
+def _gpu_decode_limit(run: _Run, codec: str, check: dict) -> None:
+    """Say, in ``check["limit"]``, what the run's figures show limits hwdecomp-auto on ``codec``."""
+    why = [check["limit"]]
+    ceiling = _ceiling_ratio(run, codec)
+    if ceiling is not None:
+        why.append(f"the decode-free ceiling reads at {ceiling:.2f}x pyarrow on {codec}")
+    cpu = ratio(_figure(run.fig(DECODE_CPU, codec), "arrow_gbps"), _figure(run.fig(BASELINE, codec), "arrow_gbps"))
+    if cpu is not None:
+        why.append(f"{DECODE_CPU} (pyarrow decodes) reaches {cpu:.2f}x")
+    report = _threaded_report(run.results, run.dataset, DEFAULT, codec)
+    why += [t for t in (_decoded_text(report), _decode_stages_text(report), _gpu_text(run.fig(DEFAULT, codec), codec)) if t]
+    if report is None:
+        why.append("no stage profile (the threaded scheduler was not run)")
+    check["limit"] = "; ".join(why)
+
+
+def _gpu_decode_checks(results: dict) -> list[dict]:
+    """hwdecomp-auto ÷ pyarrow: lineitem on snappy at 4×4, high-entropy on every codec."""
+    e2e = results.get("endtoend", {})
+    checks = []
+    label = f"{GPU_DECODE_SHAPE[0]}x{GPU_DECODE_SHAPE[1]}"
+    check = _check("gpu-decode", f"GPU decoding: {GPU_DECODE_DATASET}, LocalCluster {label}, {GPU_DECODE_CODEC}: "
+                   f"throughput, hwdecomp-auto (decode on the GPU) ÷ pyarrow on {GPU_DECODE_CODEC}",
+                   f">= {GPU_DECODE_SPEEDUP:.2f}")
+    checks.append(check)
+    cfg = results.get("config", {})
+    shape = (cfg.get("workers"), cfg.get("threads"))
+    if GPU_DECODE_DATASET not in e2e:
+        check.update(measured=None, met=None, limit=f"not measured: the run has no {GPU_DECODE_DATASET} read")
+    elif tuple(shape) != GPU_DECODE_SHAPE:
+        check.update(measured=None, met=None, limit=f"not measured (cluster {shape[0]}x{shape[1]})")
+    else:
+        run = _Run(results, GPU_DECODE_DATASET)
+        fig, base = run.fig(DEFAULT, GPU_DECODE_CODEC), run.fig(BASELINE, GPU_DECODE_CODEC)
+        r = ratio(_figure(fig, "arrow_gbps"), _figure(base, "arrow_gbps"))
+        if _judge(check, r, GPU_DECODE_SPEEDUP, True, run.missing(fig, base)):
+            _gpu_decode_limit(run, GPU_DECODE_CODEC, check)
+    if "entropy" in e2e:
+        run = _Run(results, "entropy")
+        for codec in run.codecs:
+            fig, base = run.fig(DEFAULT, codec), run.fig(BASELINE, codec)
+            check = _check("gpu-decode-entropy", f"GPU decoding: {run.where}, {codec}: throughput, hwdecomp-auto ÷ "
+                           f"pyarrow on the same {codec} files", f">= {ENTROPY_SPEEDUP:.2f}")
+            r = ratio(_figure(fig, "arrow_gbps"), _figure(base, "arrow_gbps"))
+            if _judge(check, r, ENTROPY_SPEEDUP, True, run.missing(fig, base)):
+                _gpu_decode_limit(run, codec, check)
+            checks.append(check)
+    return checks
+
+
+def _gpu_cpu_seconds_checks(run: _Run) -> list[dict]:
+    """hwdecomp-auto's worker CPU s/GB, GPU service included: an absolute bound."""
+    checks = []
+    for codec in run.codecs:
+        fig = run.fig(DEFAULT, codec)
+        check = _check("gpu-cpu-seconds", f"GPU decoding: {run.where}, {codec}: worker CPU s per GB (GPU service "
+                       "included), hwdecomp-auto", f"<= {GPU_DECODE_CPU_S_PER_GB:.2f}")
+        mine = _figure(fig, "cpu_s_per_gb")
+        if _judge(check, mine["median"] if mine else None, GPU_DECODE_CPU_S_PER_GB, False, run.missing(fig)):
+            why = [check["limit"]]
+            for name, what in ((BASELINE, f"pyarrow on {codec}"), (DECODE_CPU, DECODE_CPU),
+                               (CEILING, "the decode-free ceiling (uncompressed IPC)")):
+                other = _figure(run.fig(name, "uncompressed" if name == CEILING else codec), "cpu_s_per_gb")
+                if other is not None:
+                    why.append(f"{what}: {other['median']:.2f} s/GB")
+            report = _threaded_report(run.results, run.dataset, DEFAULT, codec)
+            why += [t for t in (_decoded_text(report), _decode_stages_text(report)) if t]
+            check["limit"] = "; ".join(why)
+        checks.append(check)
+    return checks
+
+
+def _kernel_check(results: dict) -> list[dict]:
+    """The GPU decode kernels alone on the lineitem files: GB/s of Arrow output."""
+    check = _check("gpu-kernels", f"GPU decode kernels alone, {GPU_DECODE_DATASET}, uncompressed files on the device: "
+                   "GB/s of Arrow output (measure + place + write)", f">= {KERNEL_GBPS_TARGET:g} GB/s")
+    part = results.get("gpudecode")
+    fig = (part or {}).get(GPU_DECODE_DATASET)
+    if part is None:
+        check.update(measured=None, met=None, limit="not measured: the gpudecode part was not run")
+    elif "skipped" in part:
+        check.update(measured=None, met=None, limit=f"not measurable here: {part['skipped']}")
+    elif fig is None or "error" in fig:
+        check.update(measured=None, met=None,
+                     limit=f"not measured: {fig['error'] if fig else 'the run has no ' + GPU_DECODE_DATASET + ' dataset'}")
+    else:
+        v = fig["output_gbps"]["median"]
+        check.update(value=v, measured=f"{v:.1f} GB/s", met=v >= KERNEL_GBPS_TARGET)
+        if not check["met"]:
+            why = [f"missed by {_percent(1 - v / KERNEL_GBPS_TARGET)} ({v:.1f} of {KERNEL_GBPS_TARGET:g} GB/s)",
+                   f"input {fig['input_gbps']['median']:.1f} GB/s; {fig['files']} files, {fig['chunks']} column "
+                   f"chunks, {fig['pages']} pages ({fig['pages'] / max(1, fig['files']):.0f} a file, one launch "
+                   "sequence a file)"]
+            if fig.get("fallbacks"):
+                why.append("left to pyarrow: " + ", ".join(f"{c} ({r})" for c, r in fig["fallbacks"].items()))
+            check["limit"] = "; ".join(why)
+    return [check]
+
+
+def _ceiling_rows(run: _Run) -> list[dict]:
+    """Reference, no target: the decode-free ceiling ÷ pyarrow on each codec."""
+    ratios = {c: r for c in run.codecs if (r := _ceiling_ratio(run, c)) is not None}
+    codec = GPU_DECODE_CODEC if GPU_DECODE_CODEC in run.codecs else next(iter(run.compressed()), "uncompressed")
+    row = _check("ceiling", f"reference: {run.where}: throughput, decode-free ceiling (Arrow IPC of the uncompressed "
+                 f"files) ÷ pyarrow on {codec}", "reference", reference=True, met=None)
+    if codec not in ratios:
+        row.update(measured=None, limit=f"not measured: {run.missing(run.fig(CEILING, 'uncompressed'), run.fig(BASELINE, codec))}")
+        return [row]
+    row.update(value=ratios[codec], measured=f"{ratios[codec]:.2f}",
+               limit="no engine that decodes on the CPU reads faster; ÷ pyarrow on every codec: "
+               + ", ".join(f"{c} {r:.2f}" for c, r in ratios.items()))
+    return [row]
+
+
 def check_targets(results: dict) -> list[dict]:
-    """Every target check of ``results``, in the order of the module's table."""
+    """Every target check of ``results``, in the order of the module's table, then the reference rows."""
     runs = [_Run(results, ds) for ds in results.get("endtoend", {})]
     checks: list[dict] = []
     for part in (_vs_uncompressed_checks, _uncompressed_check, _cpu_backend_checks, _cpu_seconds_checks):
@@ -388,4 +558,13 @@ def check_targets(results: dict) -> list[dict]:
             checks += part(run)
     if runs:
         checks += _service_checks(results)
-    return checks + _decompress_checks(results)
+    checks += _decompress_checks(results)
+    if runs:
+        checks += _gpu_decode_checks(results)
+        for run in runs:
+            checks += _gpu_cpu_seconds_checks(run)
+    checks += _kernel_check(results)
+    for run in runs:
+        if CEILING in run.per_variant:
+            checks += _ceiling_rows(run)
+    return checks

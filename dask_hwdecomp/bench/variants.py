@@ -2,8 +2,11 @@
 
 Each variant says how to call ``dd.read_parquet`` (``engine`` and extra
 keywords) or why it cannot run here. ``pyarrow`` is the plain CPU baseline;
-``hwdecomp-auto`` is what a user gets by default; ``hwdecomp-<backend>``
-pins one backend. ``ipc-ceiling`` is a reference, not an engine: the
+``hwdecomp-auto`` is what a user gets by default (``decode="auto"``: on a
+GPU machine, the GPU decodes the columns it supports); ``hwdecomp-<backend>``
+pins one backend, and ``hwdecomp-<backend>-decode-<decode>`` sets the
+``decode`` option too (``hwdecomp-auto-decode-cpu``: decompression on the
+GPU, pyarrow decodes every column). ``ipc-ceiling`` is a reference, not an engine: the
 uncompressed files' Arrow IPC twins read through ``dd.from_map``
 (:mod:`.ceiling`), on the uncompressed row only.
 """
@@ -15,12 +18,17 @@ from dataclasses import dataclass, field
 
 from ..decompress import registry
 
-__all__ = ["Variant", "engine_variants", "ceiling_variant", "BASELINE", "DEFAULT", "CEILING", "CEILING_LABEL"]
+__all__ = ["Variant", "engine_variants", "ceiling_variant", "variant_name", "BASELINE", "DEFAULT", "CEILING",
+           "CEILING_LABEL", "DECODES", "DECODE_CPU"]
 
 BASELINE = "pyarrow"
 DEFAULT = "hwdecomp-auto"
 CEILING = "ipc-ceiling"
 CEILING_LABEL = "Arrow IPC ceiling (uncompressed IPC files, memory-mapped, no decoding)"
+# The ``decode`` option's values; "auto" is the default, left out of a variant's name and options.
+DECODES = ("auto", "gpu", "cpu")
+# hwdecomp-auto with pyarrow decoding every column: the read before GPU decoding.
+DECODE_CPU = "hwdecomp-auto-decode-cpu"
 
 
 @dataclass
@@ -45,6 +53,8 @@ class Variant:
         The only codec rows it is measured on (None: all).
     reads_ipc : bool
         It reads the dataset's Arrow IPC files (their bytes are its file bytes).
+    decode : str or None
+        The ``decode`` option of an hwdecomp variant (None for the others).
     """
 
     name: str
@@ -55,6 +65,7 @@ class Variant:
     reader: Callable | None = None
     codecs: tuple | None = None
     reads_ipc: bool = False
+    decode: str | None = None
 
     def applies_to(self, codec: str) -> bool:
         return self.codecs is None or codec in self.codecs
@@ -73,8 +84,14 @@ def _hwdecomp_engine():
     return hwdecomp, None
 
 
-def engine_variants(backends=("auto", "cpu", "nvcomp", "hardware"), options: dict | None = None) -> dict:
-    """``{name: Variant}``: pyarrow, then hwdecomp with each backend asked for.
+def variant_name(backend: str, decode: str = "auto") -> str:
+    """``hwdecomp-<backend>``, with ``-decode-<decode>`` unless ``decode`` is the default."""
+    return f"hwdecomp-{backend}" + ("" if decode == "auto" else f"-decode-{decode}")
+
+
+def engine_variants(backends=("auto", "cpu", "nvcomp", "hardware"), options: dict | None = None,
+                    decodes=("auto",)) -> dict:
+    """``{name: Variant}``: pyarrow, then hwdecomp with each backend and ``decode`` asked for.
 
     Parameters
     ----------
@@ -82,27 +99,45 @@ def engine_variants(backends=("auto", "cpu", "nvcomp", "hardware"), options: dic
         hwdecomp backends to include (``"auto"`` and registry names).
     options : dict, optional
         Further ``hwdecomp_options`` for every hwdecomp variant.
+    decodes : sequence of str
+        ``decode`` options crossed with every backend (:data:`DECODES`);
+        ``"auto"`` keeps the options' default and the plain name. The CPU
+        backend has no GPU to decode on, so it gets its plain variant only
+        (``decode="cpu"`` would read exactly as it does).
 
     Returns
     -------
     dict
         Unavailable variants are included, with the reason.
+
+    Raises
+    ------
+    ValueError
+        A ``decode`` not in :data:`DECODES`.
     """
+    unknown = [d for d in decodes if d not in DECODES]
+    if unknown:
+        raise ValueError(f"unknown decode(s) {unknown}; choose from {', '.join(DECODES)}")
     out = {BASELINE: Variant(BASELINE, engine="pyarrow")}
     engine, why = _hwdecomp_engine()
     for backend in backends:
-        name = f"hwdecomp-{backend}"
-        reason = why
-        if reason is None and backend not in ("auto", "cpu"):
-            reason = registry.probe(backend)
-        opts = {**(options or {}), "backend": backend}
-        out[name] = Variant(
-            name,
-            engine=engine if reason is None else None,
-            kwargs={"hwdecomp_options": opts},
-            backend=backend,
-            unavailable=reason,
-        )
+        probed = why
+        if probed is None and backend not in ("auto", "cpu"):
+            probed = registry.probe(backend)
+        for decode in decodes if backend != "cpu" else ("auto",):
+            name = variant_name(backend, decode)
+            reason = probed
+            opts = {**(options or {}), "backend": backend}
+            if decode != "auto":
+                opts["decode"] = decode
+            out[name] = Variant(
+                name,
+                engine=engine if reason is None else None,
+                kwargs={"hwdecomp_options": opts},
+                backend=backend,
+                unavailable=reason,
+                decode=decode,
+            )
     return out
 
 

@@ -1,5 +1,6 @@
 """``hwdecomp bench``: dd.read_parquet with engine="pyarrow" against hwdecomp
-and the decode-free ceiling (memory-mapped Arrow IPC), CPU seconds per GB,
+(GPU decoding and decode='cpu') and the decode-free ceiling (memory-mapped
+Arrow IPC), CPU seconds per GB, the GPU decode kernels alone,
 decompression alone (1 MiB and 64 KiB pages) against the pinned copy
 bandwidth, and a batch-size sweep; checks the targets and writes
 results.json and report.md with plots."""
@@ -69,10 +70,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--codecs", type=_names, default="snappy,gzip,lz4_raw,zstd", help="codecs written (uncompressed always)")
     p.add_argument("--files", type=int, default=16, help="files per codec")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats of each figure")
-    p.add_argument("--parts", type=_names, default="e2e,decompress,copy,sweep,checksums", help="what to measure")
+    p.add_argument("--parts", type=_names, default="e2e,decompress,copy,sweep,checksums,gpudecode",
+                   help="what to measure (gpudecode: the GPU decode kernels alone)")
     p.add_argument("--schedulers", type=_names, default="distributed,threads", help="end-to-end schedulers")
     p.add_argument("--cluster", type=_shape, default=None, help="WORKERSxTHREADS (default: 4 workers sharing all cores)")
     p.add_argument("--backends", type=_names, default="auto,cpu,nvcomp,hardware", help="hwdecomp backends compared")
+    p.add_argument("--decodes", type=_names, default="auto,cpu",
+                   help="decode options crossed with the GPU-capable backends (auto: hwdecomp-auto; cpu: "
+                   "hwdecomp-auto-decode-cpu, pyarrow decodes)")
     p.add_argument("--decompress-size", type=parse_size, default="1GiB", help="output bytes of the decompression-only pages")
     p.add_argument("--pages-per-call", type=_ints, default="16,64,256,1024,4096", help="sweep points")
     p.add_argument("--streams", type=_ints, default="1,2,4", help="streams swept (GPU backends)")
@@ -119,6 +124,7 @@ def config_from_args(args):
         parts=listed(args.parts),
         schedulers=listed(args.schedulers),
         backends=listed(args.backends),
+        decodes=listed(getattr(args, "decodes", "auto,cpu")),
         decompress_bytes=dsize,
         pages_per_call=ints(args.pages_per_call),
         streams=ints(args.streams),
@@ -145,6 +151,6 @@ def run(args) -> int:
     results = run_bench(cfg)
     print(f"wrote {cfg.out_dir / 'report.md'} and {cfg.out_dir / 'results.json'}")
     for check in results.get("targets", []):
-        status = {True: "met", False: "MISSED", None: "n/a"}[check.get("met")]
+        status = "ref" if check.get("reference") else {True: "met", False: "MISSED", None: "n/a"}[check.get("met")]
         print(f"  [{status:>6}] {check['what']}: {check.get('measured') or '-'} (target {check['target']})")
     return 0

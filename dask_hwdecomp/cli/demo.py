@@ -50,6 +50,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--workers", type=_positive, default=2)
     p.add_argument("--threads", type=_positive, default=1, help="threads per worker")
     p.add_argument("--backend", default="auto", choices=("auto", "hardware", "nvcomp", "cpu"))
+    p.add_argument("--decode", default="auto", choices=("auto", "gpu", "cpu"),
+                   help="where pages are decoded into Arrow columns (the option decode)")
     p.add_argument("--no-check", action="store_true", help="skip the comparison with engine='pyarrow'")
     p.set_defaults(func=run)
 
@@ -173,7 +175,7 @@ def _close(client, cluster) -> None:
 
 
 def _demo(path: str, args, scratch: Path) -> DemoResult:
-    options = {"backend": args.backend}
+    options = {"backend": args.backend, "decode": args.decode}
     with _step(f"starting LocalCluster: {args.workers} workers x {args.threads} threads each"):
         # dask.dataframe and distributed take a second to import: inside the step that says so.
         import dask
@@ -244,6 +246,15 @@ def _print(result: DemoResult, path: str, args) -> None:
         print("backend            (no compressed pages)")
     for file, why in report.fallbacks:
         print(f"read by pyarrow    {file}: {why}")
+    decoded = report.decoded_on()
+    if decoded:
+        print("decoded on         " + "; ".join(
+            f"{where}: {t['columns']} columns, {t['chunks']} chunks, {t['arrow_bytes'] / 1e6:,.1f} MB Arrow"
+            for where, t in decoded.items()
+        ))
+    for line in report.decode_lines():
+        print(f"  {line}")
+    print("stages             " + ", ".join(f"{k} {v:.2f}s" for k, v in report.stages.items() if v))
     first = next(iter(result.routes.values()))
     print("routing            " + ", ".join(f"{k}->{v[0]}" for k, v in first.items()))
     print(f"time               {result.seconds:.2f} s")

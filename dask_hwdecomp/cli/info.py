@@ -99,7 +99,7 @@ def run(args) -> int:
     for s in services["running"]:
         print(f"GPU service: pid {s['service_pid']} on GPU {s['gpu']}, {s['clients']} client(s), "
               f"{s['gpu_calls']} GPU call(s) so far ({s['socket']})")
-    print(f"options: backend={info['options']['backend']} cpu_threads={info['options']['cpu_threads']} "
+    print(f"options: backend={info['options']['backend']} decode={info['options']['decode']} cpu_threads={info['options']['cpu_threads']} "
           f"batch_bytes={info['options']['batch_bytes']} streams={info['options']['streams']}")
     if isinstance(info["routing"], dict) and _pyarrow_only(info["routing"]):
         print(f"routing: every bitstream -> {PYARROW_NO_GPU}: no GPU backend can run here, so backend=auto")

@@ -25,6 +25,7 @@ from dask.dataframe.io.parquet.arrow import (
 )
 
 from ..readpath.assemble import ImageTable, fragment_to_table, read_row_groups
+from ..readpath.filters import filter_columns
 from .imagefs import ImageFileSystem
 
 __all__ = ["image_table", "ImageTable"]
@@ -86,7 +87,8 @@ def image_table(
             else:
                 cols.append(name)
         result = fragment_to_table(
-            frag, schema, cols, _filters_to_expression(filters) if filters else None, decoded
+            frag, schema, cols, _filters_to_expression(filters) if filters else None, decoded,
+            filter_columns(filters) if filters else (),
         )
     else:
         read = dict(kwargs.get("read", {}))

@@ -51,6 +51,9 @@ def digest(report: ReadReport) -> None:
         context_meter.digest_metric(label, s.uncompressed_bytes, "bytes")
     if any(backend == PYARROW_NO_GPU for backend, _ in report.by_backend):
         context_meter.digest_metric(f"{PREFIX}-{PYARROW_NO_GPU}", report.files, "files")
+    for where, total in report.decoded_on().items():
+        # Arrow bytes decoded on the GPU and by pyarrow: where decoding went.
+        context_meter.digest_metric(f"{PREFIX}-decoded-on-{where}", total["arrow_bytes"], "bytes")
     if report.fallbacks:
         context_meter.digest_metric(f"{PREFIX}-fallback", len(report.fallbacks), "files")
     if report.retries:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 if not hasattr(np, "row_stack"):
-    np.row_stack = np.vstack  # type: ignore[attr-defined]
+    np.row_stack = np.vstack
 
 from numba import cuda  # noqa: E402
 

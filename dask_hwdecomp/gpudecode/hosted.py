@@ -33,6 +33,7 @@ class PendingDecode:
     data: Any  # device array of the uploaded bytes
     stream: Any
     decoder: HostedDecoder
+    held: list = field(default_factory=list)  # device memory of the decode: freed after its stream syncs
     closed: bool = field(default=False)
 
     @property
@@ -50,9 +51,22 @@ class PendingDecode:
         if self.closed:
             return
         self.closed = True
+        self.stream.synchronize()
         self.measured.state.close()
         self.data = None
+        self.held.clear()
         self.decoder._give_back(self.stream)
+
+
+def _use_pooled_memory(cuda) -> None:
+    """Make numba allocate device memory from :class:`~.device_pool.PooledDeviceMemory` (not in the simulator)."""
+    from numba import config
+
+    if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
+        return
+    from .device_pool import PooledDeviceMemory
+
+    cuda.set_memory_manager(PooledDeviceMemory)
 
 
 class HostedDecoder:
@@ -73,6 +87,7 @@ class HostedDecoder:
         from . import runner
         from .cuda_jit import cuda
 
+        _use_pooled_memory(cuda)
         self._cuda = cuda
         self._runner = runner
         self._free: queue.Queue = queue.Queue()
@@ -101,39 +116,71 @@ class HostedDecoder:
         data_bytes : int
             Size of the device copy.
         """
+        from .device_hold import holding
+
         cuda = self._cuda
         stream = self._free.get()
+        held: list = []
         try:
-            data = cuda.device_array(max(1, data_bytes), dtype=np.uint8, stream=stream)
-            host = np.frombuffer(src, dtype=np.uint8)
-            for so, n, do in ranges.tolist():
-                if n:
-                    data[do : do + n].copy_to_device(host[so : so + n], stream=stream)
-            measured = self._runner.measure(data, chunks, pages, stream=stream)
+            with holding(held):
+                data = cuda.device_array(max(1, data_bytes), dtype=np.uint8, stream=stream)
+                host = np.frombuffer(src, dtype=np.uint8)
+                for so, n, do in ranges.tolist():
+                    if n:
+                        data[do : do + n].copy_to_device(host[so : so + n], stream=stream)
+                measured = self._runner.measure(data, chunks, pages, stream=stream)
         except BaseException:
+            stream.synchronize()
+            held.clear()
             self._give_back(stream)
             raise
         with self._lock:
             self.decodes += 1
             self.bytes_in += int(data_bytes)
-        return PendingDecode(measured, data, stream, self)
+        return PendingDecode(measured, data, stream, self, held)
 
     def write(self, pending: PendingDecode, chunks: np.ndarray, dst: memoryview) -> np.ndarray:
         """Write the Arrow buffers of ``pending`` into ``dst``; returns the page records' errors.
 
         ``chunks`` are the measured records with the checked placement.
         """
+        from .device_hold import holding
+
         cuda = self._cuda
         stream = pending.stream
         n = len(dst)
-        out = cuda.device_array(max(1, n), dtype=np.uint8, stream=stream)
-        errors = self._runner.write(pending.measured.state, chunks, out, stream=stream)
-        if n and not np.any(errors):
-            out[:n].copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
+        with holding(pending.held):
+            out = cuda.device_array(max(1, n), dtype=np.uint8, stream=stream)
+            errors = self._runner.write(pending.measured.state, chunks, out, stream=stream)
+            if n and not np.any(errors):
+                out[:n].copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
         stream.synchronize()
         with self._lock:
             self.bytes_out += n
         return errors
+
+    def warm_up(self) -> None:
+        """Decode a small table of every output kind and encoding once.
+
+        numba compiles a kernel on its first launch (or loads it from its
+        disk cache); doing that here, when the service starts, keeps it out
+        of the first read.
+        """
+        from .plan import plan_file
+        from .tables import place_outputs
+        from .warmup import warmup_files
+
+        for data in warmup_files():
+            plan = plan_file(data)
+            pending = self.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes)
+            try:
+                chunks = pending.chunks.copy()
+                out = np.empty(max(place_outputs(chunks), 1), np.uint8)
+                self.write(pending, chunks, memoryview(out)[: len(out)])
+            finally:
+                pending.close()
+        with self._lock:
+            self.decodes = self.bytes_in = self.bytes_out = 0
 
     def stats(self) -> dict:
         """Counters: decodes, bytes uploaded, bytes of Arrow output written."""

@@ -13,8 +13,8 @@ threads write the same byte) and :func:`fixed_kernel` (one thread a row).
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
+from .cuda_jit import cuda
 from .kernels_hybrid import block_hybrid, read_u32
 from .kernels_levels import set_error
 from .tables import Encoding, OutKind, PageError, PageKind, Physical
@@ -35,6 +35,7 @@ _BSS = int(Encoding.BYTE_STREAM_SPLIT)
 _DBP = int(Encoding.DELTA_BINARY_PACKED)
 _DLBA = int(Encoding.DELTA_LENGTH_BYTE_ARRAY)
 _DBA = int(Encoding.DELTA_BYTE_ARRAY)
+_BOOLEAN = int(Physical.BOOLEAN)
 _INT32 = int(Physical.INT32)
 _INT64 = int(Physical.INT64)
 _FLOAT = int(Physical.FLOAT)
@@ -98,7 +99,7 @@ def check_kernel(chunks, pages, vstart, vend):
                 set_error(pages, p, _E_ENCODING)
             continue
         if kind == _BOOL:
-            if chunks[c]["physical"] != int(Physical.BOOLEAN):
+            if chunks[c]["physical"] != _BOOLEAN:
                 set_error(pages, p, _E_ENCODING)
             elif enc == _PLAIN:
                 if (n + 7) // 8 > avail:

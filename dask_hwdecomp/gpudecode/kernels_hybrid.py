@@ -17,7 +17,8 @@ costs one step and never a read out of bounds.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
+
+from .cuda_jit import cuda
 
 __all__ = ["RUN_OK", "RUN_BAD", "read_u32", "uleb128", "next_run", "run_value", "block_hybrid"]
 

@@ -12,8 +12,8 @@ value stream, ``vrow`` the inverse (value ``k`` -> row offset in the page),
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
+from .cuda_jit import cuda
 from .kernels_hybrid import block_hybrid, read_u32
 from .tables import PageError, PageKind
 
@@ -118,32 +118,33 @@ def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, ve
             if tid == 0:
                 set_error(pages, p, _LEVELS)
             continue
-        # Exclusive scan of ``valid`` over the page, a block-sized slice at a time.
-        carry = np.int64(0)
-        for base in range(0, n, nthreads):
-            k = base + tid
-            v = 0
-            if k < n:
-                v = valid[rs + k]
-            scan[tid] = v
-            cuda.syncthreads()
-            step = 1
-            while step < nthreads:
-                add = 0
-                if tid >= step:
-                    add = scan[tid - step]
-                cuda.syncthreads()
-                scan[tid] += add
-                cuda.syncthreads()
-                step *= 2
-            if k < n:
-                e = carry + scan[tid] - v
-                vindex[rs + k] = e
-                row_page[rs + k] = p
-                if v:
-                    vrow[rs + e] = k
-            total = scan[nthreads - 1]
-            cuda.syncthreads()
-            carry += total
+        # Exclusive scan of ``valid`` over the page: each thread counts a
+        # contiguous segment, one thread scans the counts, each thread then
+        # numbers its segment (three barriers a page, whatever its rows).
+        seg = (n + nthreads - 1) // nthreads
+        lo = tid * seg
+        hi = min(lo + seg, n)
+        count = 0
+        for k in range(lo, hi):
+            count += valid[rs + k]
+        scan[tid] = count
+        cuda.syncthreads()
+        if tid == 0:
+            run = 0
+            for t in range(nthreads):
+                here = scan[t]
+                scan[t] = run
+                run += here
+            shared[7] = run
+        cuda.syncthreads()
+        e = np.int64(scan[tid])
+        for k in range(lo, hi):
+            vindex[rs + k] = e
+            row_page[rs + k] = p
+            if valid[rs + k]:
+                vrow[rs + e] = k
+                e += 1
+        carry = shared[7]
+        cuda.syncthreads()
         if tid == 0:
             pages[p]["nonnull"] = carry

@@ -17,10 +17,19 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from numba import config, cuda
+from numba import config
 
 from . import kernels_bytes, kernels_delta
-from .kernels_fixed import bool_kernel, check_kernel, dict_kernel, fixed_kernel, totals_kernel, validity_kernel, zero_kernel
+from .cuda_jit import cuda
+from .kernels_fixed import (
+    bool_kernel,
+    check_kernel,
+    dict_kernel,
+    fixed_kernel,
+    totals_kernel,
+    validity_kernel,
+    zero_kernel,
+)
 from .kernels_levels import SCAN_SLOTS, levels_kernel
 from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, place_outputs, validity_bytes
 
@@ -28,10 +37,10 @@ __all__ = ["DecodeState", "Measured", "Decoded", "measure", "write", "decode_hos
 
 # Threads a block: the simulator runs one Python thread per CUDA thread,
 # so it gets small blocks and few of them (the kernels loop over the rest).
-_SIM = bool(config.ENABLE_CUDASIM)
-_PAGE_THREADS = 32 if _SIM else 128
+_SIM = bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
+_PAGE_THREADS = 8 if _SIM else 128
 _ROW_THREADS = 32 if _SIM else 256
-_MAX_BLOCKS = 4 if _SIM else 1 << 16
+_MAX_BLOCKS = 2 if _SIM else 1 << 16
 assert _PAGE_THREADS <= SCAN_SLOTS
 
 _DICT_ENCODINGS = (int(Encoding.PLAIN_DICTIONARY), int(Encoding.RLE_DICTIONARY))

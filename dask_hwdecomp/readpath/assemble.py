@@ -16,7 +16,7 @@ pyarrow as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -34,7 +34,8 @@ class ImageTable(NamedTuple):
     table : pyarrow.Table
         What dask's ``_read_table`` returns for the piece.
     used : tuple of str
-        The decoded columns the table holds (the others pyarrow decoded).
+        The decoded columns the read took (those the table holds, and
+        those only a row filter needed); pyarrow decoded the others.
     """
 
     table: pa.Table
@@ -113,7 +114,9 @@ def _usable(decoded: Mapping[str, pa.ChunkedArray], schema: pa.Schema, columns) 
     names = schema.names
     if not decoded or len(set(names)) != len(names):
         return set()
-    if columns is not None and any(c is not None and c not in names for c in columns):
+    if columns is not None and any(
+        isinstance(c, str) and c not in names and c.split(".", 1)[0] in names for c in columns
+    ):
         return set()  # a nested field path: pyarrow's projection, not a whole column
     return {n for n in names if n in decoded and decoded[n].type == schema.field(n).type}
 
@@ -124,6 +127,7 @@ def fragment_to_table(
     columns,
     filter,
     decoded: Mapping[str, pa.ChunkedArray],
+    filtered_on: Collection[str] = (),
     *,
     use_threads: bool = False,
 ) -> ImageTable:
@@ -132,7 +136,9 @@ def fragment_to_table(
     pyarrow reads the other columns the projection and the filter need
     (partition columns and columns missing from the file included, as the
     fragment gives them); the filter then runs over the whole in-memory
-    table with pyarrow's own expression evaluation.
+    table with pyarrow's own expression evaluation. ``filtered_on`` names
+    the columns ``filter`` refers to, as the image was planned with them
+    (a column the image does not hold reads as no rows).
 
     Raises
     ------
@@ -143,20 +149,27 @@ def fragment_to_table(
         schema=schema, columns=columns, filter=filter, use_threads=use_threads
     )
     physical = set(fragment.physical_schema.names)
-    projected = list(schema.names) if columns is None else list(columns)
-    # Every field whose name the printed filter holds: a superset of those
-    # it refers to, whatever characters the names contain.
-    text = "" if filter is None else str(filter)
-    needed = _unique(projected + [n for n in schema.names if n in text])
-    used = {n for n in _usable(decoded, schema, needed) if n in physical and n in needed}
-    if not used or any(c not in schema.names for c in needed):
+    # The fields the read gives: the dataset's, else the file's.
+    fields = fragment.physical_schema if schema is None else schema
+    projected = list(fields.names) if columns is None else list(columns)
+    needed = _unique(projected + ([n for n in fields.names if n in filtered_on] if filter is not None else []))
+    used = {n for n in _usable(decoded, fields, needed) if n in physical and n in needed}
+    if not used or any(c not in fields.names for c in needed):
         return ImageTable(fragment.to_table(schema=schema, columns=columns, filter=filter, use_threads=use_threads), ())
     rest = fragment.to_table(schema=schema, columns=[n for n in needed if n not in used], use_threads=use_threads)
     _check_rows(decoded, used, rest.num_rows)
     whole = rest
     for name in needed:
         if name in used:
-            whole = whole.append_column(schema.field(name), decoded[name])
+            whole = whole.append_column(fields.field(name), decoded[name])
     out = pa_ds.dataset(whole).to_table(columns=projected, filter=filter, use_threads=use_threads)
-    return ImageTable(pa.Table.from_arrays(out.columns, schema=empty.schema),
-                      tuple(n for n in empty.schema.names if n in used))
+    return ImageTable(_as_schema(out, empty.schema), tuple(n for n in needed if n in used))
+
+
+def _as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns under ``schema``, keeping the row count of a table without columns."""
+    if schema.names:
+        return pa.Table.from_arrays(table.columns, schema=schema)
+    # A table of no columns built from none has no rows; this one keeps them.
+    holder = pa.table({"rows": pa.nulls(table.num_rows)}, metadata=schema.metadata)
+    return holder.drop_columns(["rows"])

@@ -192,7 +192,14 @@ class DecompressedBatch:
 
 def iter_batches(fs, plans: list[PiecePlan], router: Router, options: Options,
                  report: ReadReport) -> Iterator[DecompressedBatch]:
-    """Decompress ``plans`` in batches within ``options.batch_bytes``, in order."""
+    """Decompress ``plans`` in batches within ``options.batch_bytes``, in order.
+
+    Raises
+    ------
+    BackendUnavailableError
+        ``decode="gpu"`` with no GPU decoder, before anything is read.
+    """
+    cpu_decode_reason(options, router)
     for batch in split_by_budget(plans, _estimated_bytes, options.batch_bytes):
         yield decompress_batch(fs, batch, router, options, report)
 

@@ -10,7 +10,11 @@ from ..format.structs import RowGroup
 from ..report import ReadReport
 from .batch import Image
 
-__all__ = ["account_image_columns", "account_pyarrow_columns"]
+__all__ = ["account_image_columns", "account_pyarrow_columns", "UNUSABLE"]
+
+# A column the GPU decoded that the read could not take as it is (a nested
+# field path projected, a dataset schema that casts it): pyarrow read it.
+UNUSABLE = "decoded on the GPU but not usable by this read (projection or dataset type)"
 
 
 def _rows(image: Image) -> int:
@@ -23,18 +27,19 @@ def _rows(image: Image) -> int:
 
 def account_image_columns(report: ReadReport, image: Image, table: pa.Table, used: Collection[str],
                           skip: Collection[str] = ()) -> None:
-    """Count each column of ``table`` read from ``image``: decoded on the GPU (``used``) or by pyarrow.
+    """Count the columns of ``image`` a read took decoded (``used``), and those of ``table`` pyarrow decoded.
 
     ``skip`` names columns not read from the file (hive partition keys).
     """
     chunks = len(image.row_groups)
     rows = _rows(image)
+    for name in dict.fromkeys(used):
+        column = image.decoded[name]
+        report.add_decode(name, "gpu", column.num_chunks, len(column), column.nbytes)
     for i, name in _columns(table, skip):
-        if name in used:
-            column = image.decoded[name]
-            report.add_decode(name, "gpu", column.num_chunks, len(column), column.nbytes)
-        else:
-            report.add_decode(name, "pyarrow", chunks, rows, table.column(i).nbytes, image.reason(name))
+        if name not in used:
+            why = UNUSABLE if name in image.decoded else image.reason(name)
+            report.add_decode(name, "pyarrow", chunks, rows, table.column(i).nbytes, why)
 
 
 def account_pyarrow_columns(report: ReadReport, table: pa.Table, row_groups, why: str,

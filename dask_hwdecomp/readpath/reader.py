@@ -192,7 +192,8 @@ def read_table(
                     located = locate_decode_errors(src.files[i].path, image.row_groups, image.buffer)
                     with local.stage("decode"), located:
                         picked = None if rgs is None else tuple(range(len(image.row_groups)))
-                        tables[i], used = _decode_image(image, as_image, src, columns, picked, use_threads)
+                        tables[i], used = _decode_image(image, as_image, src, columns, picked, use_threads,
+                                                        filter_columns(filters) if filters is not None else ())
                     account_image_columns(local, image, tables[i], used, _partition_fields(fragment))
     finally:
         publish(local)
@@ -224,14 +225,19 @@ def _decode(fragment, src: Source, columns, row_groups, use_threads: bool) -> pa
     return fragment.to_table(schema=src.schema, columns=columns, filter=src.filter, use_threads=use_threads)
 
 
-def _decode_image(image, fragment, src: Source, columns, row_groups, use_threads: bool) -> ImageTable:
-    """:func:`_decode` of an image, with the columns it carries decoded already."""
+def _decode_image(image, fragment, src: Source, columns, row_groups, use_threads: bool,
+                  filtered_on) -> ImageTable:
+    """:func:`_decode` of an image, with the columns it carries decoded already.
+
+    ``filtered_on``: the columns the filters name, as the image was planned.
+    """
     if not image.decoded:
         return ImageTable(_decode(fragment, src, columns, row_groups, use_threads), ())
     if row_groups is not None:
         return read_row_groups(image.buffer, list(row_groups), columns, image.decoded,
                                use_pandas_metadata=False, use_threads=use_threads)
-    return fragment_to_table(fragment, src.schema, columns, src.filter, image.decoded, use_threads=use_threads)
+    return fragment_to_table(fragment, src.schema, columns, src.filter, image.decoded, filtered_on,
+                             use_threads=use_threads)
 
 
 def _partition_fields(fragment) -> set:

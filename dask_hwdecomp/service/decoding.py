@@ -181,7 +181,7 @@ def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeO
             copy = np.empty(nbytes, dtype=np.uint8)
             copy[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
             out.close()
-            return DecodeOutput(chunks, memoryview(copy), copy, True)
+            return DecodeOutput(chunks, copy.data, copy, True)
         view = out.view[:nbytes]
         return DecodeOutput(chunks, view, OutputOwner(out, nbytes, returns), False)
     finally:

@@ -193,6 +193,8 @@ class Service:
     def serve(self) -> int:
         """Accept clients until stopped or idle; then close everything. Returns 0."""
         self._listener.settimeout(0.1)
+        if self.address.gpu != "none":
+            threading.Thread(target=self._warm_decoder, name="hwdecomp-decoder-warm-up", daemon=True).start()
         logger.info("hwdecomp service %d listening on %s (GPU %s, backends %s)", os.getpid(),
                     self.address.socket, self.address.gpu, dict(self.factories))
         try:
@@ -208,6 +210,14 @@ class Service:
         finally:
             self._shut()
         return 0
+
+    def _warm_decoder(self) -> None:
+        """Create the GPU decoder and compile (or load) its kernels before the first read needs them."""
+        try:
+            self.decoder().warm_up()
+            logger.info("the GPU decoder is warm")
+        except Exception as exc:  # the first decode reports it to its client
+            logger.warning("warming the GPU decoder up failed: %s: %s", type(exc).__name__, exc)
 
     def _welcome(self, sock: socket.socket) -> None:
         sock.settimeout(None)

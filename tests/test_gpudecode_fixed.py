@@ -1,0 +1,293 @@
+"""The GPU decoder on fixed-width and boolean columns, against pyarrow.
+
+The kernels run in-process: on a GPU where there is one, else under numba's
+CUDA simulator (``conftest`` chooses), so each case is a few hundred rows.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import os
+import sys
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dask_hwdecomp.gpudecode.runner import DecodeState, decode_host, measure
+from dask_hwdecomp.gpudecode.tables import Encoding, PageError, PageKind
+
+from gpudecode_records import chunk_array, plan_buffer
+
+ROWS = 40
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _quick_simulator_barriers():
+    """The simulator polls for threads at a barrier: switch threads often, or each barrier costs milliseconds."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        yield
+        return
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(2e-5)
+    yield
+    sys.setswitchinterval(before)
+
+
+# name -> (type, values for row i); FLBA-backed types are float16 and fixed_size_binary.
+_COLUMNS = {
+    "i32": (pa.int32(), lambda i: (i * 7919 % 2001) - 1000),
+    "i64": (pa.int64(), lambda i: (i * 104729) * (-1) ** i << 20),
+    "f32": (pa.float32(), lambda i: i * 0.25 - 3.0),
+    "f64": (pa.float64(), lambda i: i * 1.5e10 - 7.0),
+    "b": (pa.bool_(), lambda i: i % 3 == 0),
+    "flba": (pa.binary(3), lambda i: bytes([i % 256, (i * 7) % 256, 255 - i % 256])),
+    "i8": (pa.int8(), lambda i: (i % 256) - 128),
+    "u8": (pa.uint8(), lambda i: (i * 13) % 256),
+    "i16": (pa.int16(), lambda i: (i * 331) % 65536 - 32768),
+    "u16": (pa.uint16(), lambda i: (i * 653) % 65536),
+    "u32": (pa.uint32(), lambda i: (i * 2654435761) % (1 << 32)),
+    "u64": (pa.uint64(), lambda i: (i * 11400714819323198485) % (1 << 64)),
+    "f16": (pa.float16(), lambda i: np.float16(i / 8 - 4)),
+    "date": (pa.date32(), lambda i: datetime.date(2000, 1, 1) + datetime.timedelta(days=i * 37)),
+    "t32": (pa.time32("ms"), lambda i: i * 1000 + 7),
+    "t64": (pa.time64("us"), lambda i: i * 1000003),
+    "ts": (pa.timestamp("ns"), lambda i: i * 10**15 + 3),
+    "tsz": (pa.timestamp("ms", tz="UTC"), lambda i: i * 10**9),
+    "dec9": (pa.decimal128(7, 2), lambda i: Decimal(i * 1237 - 60000) / 100),
+    "dec18": (pa.decimal128(15, 3), lambda i: Decimal((i * 10**11 + 7) * (-1) ** i) / 1000),
+    "dec38": (pa.decimal128(25, 4), lambda i: Decimal((i * 10**20 + 13) * (-1) ** (i // 2)) / 10000),
+}
+# BYTE_STREAM_SPLIT applies to these physical types (not BOOLEAN); booleans get RLE.
+_BSS_TYPES = ("INT32", "INT64", "FLOAT", "DOUBLE", "FIXED_LEN_BYTE_ARRAY")
+
+
+def _table(nulls: str, rows: int = ROWS) -> pa.Table:
+    arrays, fields = [], []
+    for name, (t, f) in _COLUMNS.items():
+        if nulls == "all":
+            values = [None] * rows
+        elif nulls == "some":
+            values = [None if (i * 5) % 7 < 2 else f(i) for i in range(rows)]
+        else:
+            values = [f(i) for i in range(rows)]
+        arrays.append(pa.array(values, t))
+        fields.append(pa.field(name, t, nullable=nulls != "required"))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _write(table: pa.Table, encoding: str, version: str, **kw) -> bytes:
+    sink = io.BytesIO()
+    opts = dict(compression="none", data_page_version=version, data_page_size=64, write_batch_size=9,
+                row_group_size=25, store_decimal_as_integer=version == "1.0")
+    if encoding == "dict":
+        opts["use_dictionary"] = True
+    else:
+        opts["use_dictionary"] = False
+    if encoding == "bss":
+        physical = {f.name: f.physical_type for f in pq.ParquetFile(_probe(table)).schema}
+        opts["column_encoding"] = {
+            name: "BYTE_STREAM_SPLIT" if physical[name] in _BSS_TYPES else "RLE" for name in table.column_names
+        }
+    opts.update(kw)
+    pq.write_table(table, sink, **opts)
+    return sink.getvalue()
+
+
+def _probe(table: pa.Table) -> io.BytesIO:
+    sink = io.BytesIO()
+    pq.write_table(table.slice(0, 1), sink, store_decimal_as_integer=True)
+    sink.seek(0)
+    return sink
+
+
+def _decode(buf: bytes):
+    chunks, pages, types = plan_buffer(buf)
+    return decode_host(np.frombuffer(buf, np.uint8), chunks, pages), pages, types
+
+
+def _encodings(buf: bytes) -> set[int]:
+    _, pages, _ = plan_buffer(buf)
+    return {int(e) for e in pages["encoding"][pages["kind"] != int(PageKind.DICTIONARY)]}
+
+
+def _check_equal(buf: bytes) -> None:
+    decoded, pages, types = _decode(buf)
+    assert decoded.pages["error"].tolist() == [0] * len(pages)
+    expected = pq.read_table(pa.BufferReader(buf))
+    ncols = expected.num_columns
+    for col in range(ncols):
+        got = [chunk_array(decoded.out, c, types[i]) for i, c in enumerate(decoded.chunks) if i % ncols == col]
+        want = expected.column(col)
+        got_chunked = pa.chunked_array(got, want.type)
+        assert got_chunked.equals(want), (expected.column_names[col], got_chunked, want)
+        assert sum(a.null_count for a in got) == want.null_count
+
+
+@pytest.mark.parametrize("nulls", ["required", "none", "some", "all"])
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("encoding", ["plain", "dict", "bss"])
+def test_fixed_columns_equal_pyarrow(encoding, version, nulls):
+    buf = _write(_table(nulls), encoding, version)
+    used = _encodings(buf)
+    if encoding == "dict" and nulls != "all":
+        assert used & {int(Encoding.RLE_DICTIONARY), int(Encoding.PLAIN_DICTIONARY)}
+    if encoding == "bss" and nulls != "all":
+        assert int(Encoding.BYTE_STREAM_SPLIT) in used and int(Encoding.RLE) in used
+    _check_equal(buf)
+
+
+def test_tiny_pages_start_mid_byte_of_the_bitmap():
+    buf = _write(_table("some"), "plain", "1.0")
+    chunks, pages, _ = plan_buffer(buf)
+    data = pages[pages["kind"] != int(PageKind.DICTIONARY)]
+    assert len(data) > len(chunks) and ((data["row_start"] - chunks["row_base"][data["chunk"]]) % 8 != 0).any()
+    _check_equal(buf)
+
+
+def test_measure_leaves_the_records_alone_and_state_closes():
+    buf = _write(_table("some", rows=20), "dict", "2.0", row_group_size=100)
+    chunks, pages, _ = plan_buffer(buf)
+    before = (chunks.copy(), pages.copy())
+    from numba import cuda
+
+    stream = cuda.stream()
+    m = measure(np.frombuffer(buf, np.uint8), chunks, pages, stream)
+    with m.state as state:
+        assert isinstance(state, DecodeState) and state.valid is not None
+        assert m.chunks["null_count"].sum() > 0 and m.pages["nonnull"].sum() > 0
+    assert state.closed and state.valid is None and state.pages_d is None
+    assert (chunks == before[0]).all() and (pages == before[1]).all()
+
+
+# --- hostile pages --------------------------------------------------------------
+
+
+def _single(name: str, nulls: str, encoding: str, version: str = "1.0", rows: int = 40) -> bytes:
+    t, f = _COLUMNS[name]
+    values = [None if nulls == "some" and i % 3 == 0 else f(i) for i in range(rows)]
+    table = pa.Table.from_arrays([pa.array(values, t)], schema=pa.schema([pa.field(name, t, nulls != "required")]))
+    return _write(table, encoding, version, data_page_size=1 << 20, row_group_size=1000)
+
+
+def _first_data_page(pages) -> int:
+    return int(np.flatnonzero(pages["kind"] != int(PageKind.DICTIONARY))[0])
+
+
+def _hostile(buf: bytes, edit) -> np.ndarray:
+    """Decode ``buf`` after ``edit(data, chunks, pages)``: each page's error, no exception."""
+    chunks, pages, _ = plan_buffer(buf)
+    data = np.frombuffer(buf, np.uint8).copy()
+    edit(data, chunks, pages)
+    return decode_host(data, chunks, pages).pages["error"]
+
+
+def test_levels_length_past_the_page():
+    buf = _single("i32", "some", "plain")
+
+    def edit(data, chunks, pages):
+        p = _first_data_page(pages)
+        data[pages[p]["offset"] : pages[p]["offset"] + 4] = np.frombuffer(np.uint32(1 << 30).tobytes(), np.uint8)
+
+    assert _hostile(buf, edit)[0] == PageError.LEVELS
+
+
+def test_levels_run_claiming_2_to_the_31_values():
+    buf = _single("i32", "some", "plain")
+
+    def edit(data, chunks, pages):
+        off = int(pages[_first_data_page(pages)]["offset"]) + 4
+        # bit-packed run of 2^28 groups: ULEB128 of (2^28 << 1) | 1
+        data[off : off + 5] = [0x81, 0x80, 0x80, 0x80, 0x02]
+
+    assert _hostile(buf, edit)[0] == PageError.LEVELS
+
+
+def test_v2_levels_longer_than_the_page():
+    buf = _single("i64", "some", "plain", "2.0")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["def_bytes"] = 1 << 20
+
+    assert _hostile(buf, edit)[0] == PageError.LEVELS
+
+
+def test_dictionary_index_out_of_range():
+    buf = _single("f64", "some", "dict")
+
+    def edit(data, chunks, pages):
+        pages[int(chunks[0]["dict_page"])]["num_values"] = 1
+
+    errors = _hostile(buf, edit)
+    assert errors[_first_data_page(plan_buffer(buf)[1])] == PageError.DICT_INDEX
+
+
+def test_dictionary_page_missing():
+    buf = _single("i32", "required", "dict")
+
+    def edit(data, chunks, pages):
+        chunks[0]["dict_page"] = -1
+
+    assert PageError.DICT_INDEX in _hostile(buf, edit).tolist()
+
+
+def test_bit_width_of_200():
+    buf = _single("i64", "required", "dict")
+
+    def edit(data, chunks, pages):
+        data[pages[_first_data_page(pages)]["offset"]] = 200
+
+    assert _hostile(buf, edit)[_first_data_page(plan_buffer(buf)[1])] == PageError.BIT_WIDTH
+
+
+@pytest.mark.parametrize("name,encoding", [("i64", "plain"), ("flba", "bss"), ("b", "plain"), ("dec38", "plain")])
+def test_values_shorter_than_the_page_needs(name, encoding):
+    buf = _single(name, "required", encoding)
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["size"] -= 2
+
+    assert _hostile(buf, edit)[_first_data_page(plan_buffer(buf)[1])] == PageError.VALUES
+
+
+def test_rle_boolean_length_past_the_page():
+    buf = _single("b", "some", "bss", "2.0")
+
+    def edit(data, chunks, pages):
+        p = _first_data_page(pages)
+        assert pages[p]["encoding"] == Encoding.RLE
+        start = int(pages[p]["offset"] + pages[p]["def_bytes"])
+        data[start : start + 4] = [0xFF, 0xFF, 0, 0]
+
+    assert _hostile(buf, edit)[0] == PageError.VALUES
+
+
+def test_page_rows_past_the_chunk():
+    buf = _single("i32", "required", "plain")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["num_values"] += 5
+
+    assert _hostile(buf, edit)[0] == PageError.COUNT
+
+
+def test_body_past_the_data():
+    buf = _single("u16", "required", "plain")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["offset"] = len(data) - 3
+
+    assert _hostile(buf, edit)[0] == PageError.VALUES
+
+
+@pytest.mark.parametrize("encoding", [Encoding.DELTA_BYTE_ARRAY, Encoding.BIT_PACKED, Encoding.DELTA_BINARY_PACKED])
+def test_encoding_not_for_the_kind(encoding):
+    buf = _single("f32", "some", "plain")
+
+    def edit(data, chunks, pages):
+        pages[_first_data_page(pages)]["encoding"] = encoding
+
+    assert _hostile(buf, edit)[0] == PageError.ENCODING
