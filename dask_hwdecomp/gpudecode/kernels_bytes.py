@@ -57,13 +57,17 @@ from .kernels_delta import (
     dbp_decode,
     dbp_walk,
     out_views,
+    page_blocks,
     set_error,
+    thread_blocks,
 )
 
 __all__ = ["measure_bytes", "write_bytes"]
 
 # Threads that copy one string (a warp; the whole block if smaller).
 _WARP = min(32, TPB)
+# Pages whose strings average fewer bytes than this copy a string a thread.
+_SHORT = 16
 _I32_MAX = 0x7FFFFFFF
 _E_ENCODING = 8
 
@@ -95,10 +99,9 @@ def _body(pages, vstart, vend, p, data):
     return s, e
 
 
-@cuda.jit
-def _dict_kernel(data, chunks, pages, dict_off, dict_len):
-    p = cuda.grid(1)
-    if p >= pages.shape[0] or pages[p]["kind"] != P_DICTIONARY:
+@cuda.jit(device=True)
+def _dict_one(p, data, chunks, pages, dict_off, dict_len):
+    if pages[p]["kind"] != P_DICTIONARY:
         return
     c = pages[p]["chunk"]
     if chunks[c]["kind"] != K_BYTES or pages[p]["error"] != 0:
@@ -126,6 +129,12 @@ def _dict_kernel(data, chunks, pages, dict_off, dict_len):
         pos += 4 + ln
 
 
+@cuda.jit
+def _dict_kernel(data, chunks, pages, dict_off, dict_len):
+    for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
+        _dict_one(p, data, chunks, pages, dict_off, dict_len)
+
+
 @cuda.jit(device=True)
 def _is_bytes_data(pages, chunks, p, c):
     return pages[p]["kind"] != P_DICTIONARY and chunks[c]["kind"] == K_BYTES
@@ -145,15 +154,9 @@ def _measured_here(pages, chunks, p, c):
     return _is_bytes_data(pages, chunks, p, c) or _is_fixed_dba(pages, chunks, p, c)
 
 
-@cuda.jit
-def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src,
-                    sa, sb):
-    sh = cuda.shared.array(TPB, numba.uint64)
-    shi = cuda.shared.array(4, numba.int64)
-    p = cuda.blockIdx.x
+@cuda.jit(device=True)
+def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src, sa, sb, sh, shi):
     t = cuda.threadIdx.x
-    if p >= pages.shape[0]:
-        return
     c = pages[p]["chunk"]
     if not _measured_here(pages, chunks, p, c) or pages[p]["error"] != 0:
         return
@@ -170,6 +173,10 @@ def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_
             shi[0] = E_VALUES
         elif n > rows or n < 0 or base + rows > valid.shape[0]:
             shi[0] = E_COUNT
+        elif base + rows > lengths.shape[0] or base + rows > str_src.shape[0]:
+            # no per-row string scratch for this chunk (the runner sizes it
+            # for BYTES chunks): not decodable here
+            shi[0] = _E_ENCODING
         elif enc == ENC_PLAIN:
             pos = s
             for i in range(n):
@@ -271,18 +278,23 @@ def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_
 
 
 @cuda.jit
-def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, sa, sp):
+def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src,
+                    sa, sb):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    shi = cuda.shared.array(4, numba.int64)
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src, sa, sb, sh, shi)
+        cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _dba_lengths_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, sa, sp, sh, flag):
     """DELTA_BYTE_ARRAY: value length = prefix + suffix; a prefix may not exceed the previous value.
 
     ``sa`` holds the page's suffix lengths by value (from the measure
     kernel); the prefixes are decoded into ``sp``.
     """
-    sh = cuda.shared.array(TPB, numba.uint64)
-    flag = cuda.shared.array(1, numba.int32)
-    p = cuda.blockIdx.x
     t = cuda.threadIdx.x
-    if p >= pages.shape[0]:
-        return
     c = pages[p]["chunk"]
     if (not _measured_here(pages, chunks, p, c) or pages[p]["encoding"] != ENC_DBA
             or pages[p]["error"] != 0):
@@ -322,12 +334,17 @@ def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, length
 
 
 @cuda.jit
-def _page_sum_kernel(chunks, pages, valid, lengths, page_bytes):
+def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, sa, sp):
     sh = cuda.shared.array(TPB, numba.uint64)
-    p = cuda.blockIdx.x
+    flag = cuda.shared.array(1, numba.int32)
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        _dba_lengths_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, sa, sp, sh, flag)
+        cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _page_sum_page(p, chunks, pages, valid, lengths, page_bytes, sh):
     t = cuda.threadIdx.x
-    if p >= pages.shape[0]:
-        return
     c = pages[p]["chunk"]
     if t == 0:
         page_bytes[p] = 0
@@ -350,10 +367,17 @@ def _page_sum_kernel(chunks, pages, valid, lengths, page_bytes):
 
 
 @cuda.jit
-def _chunk_kernel(chunks, pages, page_bytes, page_base, measure):
+def _page_sum_kernel(chunks, pages, valid, lengths, page_bytes):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        _page_sum_page(p, chunks, pages, valid, lengths, page_bytes, sh)
+        cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _chunk_one(c, chunks, pages, page_bytes, page_base, measure):
     """Per chunk: add its bytes to ``data_bytes`` (measure), or scan its pages' bytes (write)."""
-    c = cuda.grid(1)
-    if c >= chunks.shape[0] or chunks[c]["kind"] != K_BYTES:
+    if chunks[c]["kind"] != K_BYTES:
         return
     first = chunks[c]["first_page"]
     total = np.int64(0)
@@ -369,13 +393,14 @@ def _chunk_kernel(chunks, pages, page_bytes, page_base, measure):
 
 
 @cuda.jit
-def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd,
-                  out8, out32, out64):
-    sh = cuda.shared.array(TPB, numba.uint64)
-    p = cuda.blockIdx.x
+def _chunk_kernel(chunks, pages, page_bytes, page_base, measure):
+    for c in range(cuda.grid(1), chunks.shape[0], cuda.gridsize(1)):
+        _chunk_one(c, chunks, pages, page_bytes, page_base, measure)
+
+
+@cuda.jit(device=True)
+def _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd, out8, out32, out64, sh, first_src):
     t = cuda.threadIdx.x
-    if p >= pages.shape[0]:
-        return
     c = pages[p]["chunk"]
     if not _is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0:
         return
@@ -426,9 +451,13 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
     # the copies read offsets that other threads wrote
     cuda.syncthreads()
     if not is_dba:
-        # a warp a string
-        lane = t % _WARP
-        r = base + t // _WARP
+        # Short strings a thread each (a warp would leave most lanes idle),
+        # longer ones a warp each (coalesced); one choice for the page.
+        group = _WARP
+        if n > 0 and (np.int64(carry) - page_base[p]) < _SHORT * n:
+            group = 1
+        lane = t % group
+        r = base + t // group
         while r < base + rows:
             if valid[r] != 0:
                 ln = lengths[r]
@@ -441,13 +470,12 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
                     j = np.int64(lane)
                     while j < ln:
                         out8[dst + j] = data[src + j]
-                        j += _WARP
-            r += TPB // _WARP
+                        j += group
+            r += TPB // group
         return
     # DELTA_BYTE_ARRAY: prefixes again, then the values in order; value
     # i's length is the next value's offset less its own, its suffix
     # follows the previous value's in ``data``.
-    first_src = cuda.shared.array(1, numba.int64)
     r = base + t
     while r < base + rows:
         if valid[r] != 0 and vindex[r] == 0:
@@ -478,7 +506,17 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
 
 
 @cuda.jit
-def _write_fixed_dba_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8):
+def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd,
+                  out8, out32, out64):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    first_src = cuda.shared.array(1, numba.int64)
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd, out8, out32, out64, sh, first_src)
+        cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _write_fixed_dba_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8, sh, first_src):
     """DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks: values at ``width`` bytes a row.
 
     COPY keeps the bytes; DECIMAL reverses the big-endian value into 16
@@ -486,12 +524,7 @@ def _write_fixed_dba_kernel(data, chunks, pages, vstart, vend, valid, vindex, le
     ``j = t (mod TPB)`` of every value, so the prefix it reads from the
     previous value is one it wrote.
     """
-    sh = cuda.shared.array(TPB, numba.uint64)
-    first_src = cuda.shared.array(1, numba.int64)
-    p = cuda.blockIdx.x
     t = cuda.threadIdx.x
-    if p >= pages.shape[0]:
-        return
     c = pages[p]["chunk"]
     if not _is_fixed_dba(pages, chunks, p, c) or pages[p]["error"] != 0:
         return
@@ -546,6 +579,15 @@ def _write_fixed_dba_kernel(data, chunks, pages, vstart, vend, valid, vindex, le
         prev = dst
 
 
+@cuda.jit
+def _write_fixed_dba_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    first_src = cuda.shared.array(1, numba.int64)
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        _write_fixed_dba_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8, sh, first_src)
+        cuda.syncthreads()
+
+
 def measure_bytes(state) -> None:
     """Measure the BYTES chunks: per-row ``lengths``/``str_src``, ``PAGE.error``, ``CHUNK.data_bytes``.
 
@@ -561,15 +603,15 @@ def measure_bytes(state) -> None:
     sb = cuda.device_array(rows, np.uint64, stream=s)
     page_bytes = cuda.device_array(np_, np.int64, stream=s)
     page_base = cuda.device_array(np_, np.int64, stream=s)
-    _dict_kernel[(np_ + TPB - 1) // TPB, TPB, s](state.data, state.chunks_d, pages, state.dict_off, state.dict_len)
-    _measure_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+    _dict_kernel[thread_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.dict_off, state.dict_len)
+    _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                  state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
                                  state.str_src, sa, sb)
-    _dba_lengths_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+    _dba_lengths_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                      state.vindex, state.lengths, sa, sb)
-    _page_sum_kernel[np_, TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
+    _page_sum_kernel[page_blocks(np_), TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
     nc = state.chunks_d.shape[0]
-    _chunk_kernel[max(1, (nc + TPB - 1) // TPB), TPB, s](state.chunks_d, pages, page_bytes, page_base, True)
+    _chunk_kernel[thread_blocks(nc), TPB, s](state.chunks_d, pages, page_bytes, page_base, True)
 
 
 def write_bytes(state, out) -> None:
@@ -582,13 +624,13 @@ def write_bytes(state, out) -> None:
     rows = max(1, state.valid.shape[0])
     page_bytes = cuda.device_array(np_, np.int64, stream=s)
     page_base = cuda.device_array(np_, np.int64, stream=s)
-    _page_sum_kernel[np_, TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
+    _page_sum_kernel[page_blocks(np_), TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
     nc = state.chunks_d.shape[0]
-    _chunk_kernel[max(1, (nc + TPB - 1) // TPB), TPB, s](state.chunks_d, pages, page_bytes, page_base, False)
+    _chunk_kernel[thread_blocks(nc), TPB, s](state.chunks_d, pages, page_bytes, page_base, False)
     sa = cuda.device_array(rows, np.uint64, stream=s)
     sd = cuda.device_array(rows, np.uint64, stream=s)
     o8, _o16, o32, o64 = out_views(out)
-    _write_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+    _write_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                state.vindex, state.lengths, state.str_src, page_base, sa, sd, o8, o32, o64)
-    _write_fixed_dba_kernel[np_, TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+    _write_fixed_dba_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                          state.vindex, state.lengths, state.str_src, sa, sd, o8)

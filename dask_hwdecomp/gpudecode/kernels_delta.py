@@ -30,7 +30,7 @@ from .cuda_jit import cuda
 from .tables import Encoding, OutKind, PageError, PageKind, Physical
 
 __all__ = ["measure_delta", "write_delta", "TPB", "dbp_walk", "dbp_decode", "block_scan", "set_error",
-           "page_grid"]
+           "thread_blocks", "page_blocks"]
 
 # Threads a block (a power of two): few under the simulator, which runs a
 # Python thread each and polls them all at every barrier.
@@ -245,15 +245,6 @@ def dbp_decode(data, pos, end, n, dst, base, sh):
 
 
 @cuda.jit(device=True)
-def page_grid(pages, chunks):
-    """This block's page and its chunk, or (-1, -1) past the batch."""
-    p = cuda.blockIdx.x
-    if p >= pages.shape[0]:
-        return -1, -1
-    return p, pages[p]["chunk"]
-
-
-@cuda.jit(device=True)
 def _is_delta_int(pages, chunks, p, c):
     if pages[p]["kind"] == P_DICTIONARY or pages[p]["encoding"] != ENC_DBP:
         return False
@@ -263,11 +254,8 @@ def _is_delta_int(pages, chunks, p, c):
             and (phys == PHYS_INT32 or phys == PHYS_INT64))
 
 
-@cuda.jit
-def _measure_delta_kernel(data, chunks, pages, vstart, vend):
-    p = cuda.grid(1)
-    if p >= pages.shape[0]:
-        return
+@cuda.jit(device=True)
+def _measure_delta_one(p, data, chunks, pages, vstart, vend, vindex):
     c = pages[p]["chunk"]
     if not _is_delta_int(pages, chunks, p, c) or pages[p]["error"] != 0:
         return
@@ -278,7 +266,8 @@ def _measure_delta_kernel(data, chunks, pages, vstart, vend):
     if pos < lo or end > hi or pos > end or end > data.shape[0]:
         set_error(pages, p, E_VALUES)
         return
-    if pages[p]["nonnull"] > pages[p]["num_values"] or pages[p]["nonnull"] < 0:
+    if (pages[p]["nonnull"] > pages[p]["num_values"] or pages[p]["nonnull"] < 0
+            or pages[p]["row_start"] + pages[p]["num_values"] > vindex.shape[0]):
         set_error(pages, p, E_COUNT)
         return
     bits = 32 if chunks[c]["physical"] == PHYS_INT32 else 64
@@ -290,11 +279,14 @@ def _measure_delta_kernel(data, chunks, pages, vstart, vend):
 
 
 @cuda.jit
-def _write_delta_kernel(data, chunks, pages, vstart, vend, valid, vindex, scratch, out8, out16, out32, out64):
-    sh = cuda.shared.array(TPB, numba.uint64)
-    p, c = page_grid(pages, chunks)
-    if p < 0:
-        return
+def _measure_delta_kernel(data, chunks, pages, vstart, vend, vindex):
+    for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
+        _measure_delta_one(p, data, chunks, pages, vstart, vend, vindex)
+
+
+@cuda.jit(device=True)
+def _write_delta_page(p, data, chunks, pages, vstart, vend, valid, vindex, scratch, out8, out16, out32, out64, sh):
+    c = pages[p]["chunk"]
     if not _is_delta_int(pages, chunks, p, c) or pages[p]["error"] != 0:
         return
     n = np.int64(pages[p]["nonnull"])
@@ -342,8 +334,28 @@ def _write_delta_kernel(data, chunks, pages, vstart, vend, valid, vindex, scratc
         r += TPB
 
 
-def _blocks(n: int) -> int:
-    return max(1, (n + TPB - 1) // TPB)
+@cuda.jit
+def _write_delta_kernel(data, chunks, pages, vstart, vend, valid, vindex, scratch, out8, out16, out32, out64):
+    sh = cuda.shared.array(TPB, numba.uint64)
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        _write_delta_page(p, data, chunks, pages, vstart, vend, valid, vindex, scratch, out8, out16, out32, out64, sh)
+        cuda.syncthreads()
+
+
+# Most blocks a launch; the kernels loop over the pages (or chunks) past
+# the grid. (Capping it lower under the simulator was slower: its cost is
+# the time threads spend polled at barriers, not starting them.)
+MAX_BLOCKS = 1 << 16
+
+
+def thread_blocks(n: int) -> int:
+    """Blocks for a kernel of one thread an item."""
+    return max(1, min((n + TPB - 1) // TPB, MAX_BLOCKS))
+
+
+def page_blocks(n: int) -> int:
+    """Blocks for a kernel of one block a page."""
+    return max(1, min(n, MAX_BLOCKS))
 
 
 def measure_delta(state) -> None:
@@ -355,8 +367,8 @@ def measure_delta(state) -> None:
     pages = state.pages_d
     if pages.shape[0] == 0:
         return
-    _measure_delta_kernel[_blocks(pages.shape[0]), TPB, state.stream](
-        state.data, state.chunks_d, pages, state.vstart, state.vend)
+    _measure_delta_kernel[thread_blocks(pages.shape[0]), TPB, state.stream](
+        state.data, state.chunks_d, pages, state.vstart, state.vend, state.vindex)
 
 
 def out_views(out):
@@ -379,6 +391,6 @@ def write_delta(state, out) -> None:
     rows = max(1, state.valid.shape[0])
     scratch = cuda.device_array(rows, np.uint64, stream=state.stream)
     o8, o16, o32, o64 = out_views(out)
-    _write_delta_kernel[pages.shape[0], TPB, state.stream](
+    _write_delta_kernel[page_blocks(pages.shape[0]), TPB, state.stream](
         state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid, state.vindex, scratch,
         o8, o16, o32, o64)
