@@ -72,13 +72,13 @@ _I32_MAX = 0x7FFFFFFF
 _E_ENCODING = 8
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _u32le(data, pos):
     return (np.int64(data[pos]) | (np.int64(data[pos + 1]) << 8) | (np.int64(data[pos + 2]) << 16)
             | (np.int64(data[pos + 3]) << 24))
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _as_i32(v):
     """A decoded DELTA length (uint64 bits of an INT32) as a signed int64."""
     x = np.int64(v & np.uint64(0xFFFFFFFF))
@@ -87,7 +87,7 @@ def _as_i32(v):
     return x
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _body(pages, vstart, vend, p, data):
     """The page's value section (start, end), or (-1, -1) outside its body."""
     lo = pages[p]["offset"]
@@ -99,8 +99,73 @@ def _body(pages, vstart, vend, p, data):
     return s, e
 
 
-@cuda.jit(device=True)
-def _dict_one(p, data, chunks, pages, dict_off, dict_len):
+# Bytes of a page a block stages in shared memory at once for a length walk.
+_WIN = 4096
+
+
+@cuda.jit(device=True, cache=True)
+def _walk_lengths(data, pos, end, n, out_len, out_src, base, win, st):
+    """Walk ``n`` length-prefixed values from ``pos`` (PLAIN byte arrays) by the whole block.
+
+    Each value's length goes to ``out_len[base + i]`` and its first byte's
+    offset to ``out_src[base + i]``. The walk is serial by nature (a value
+    starts where the previous one ends), so one thread walks; the block
+    first stages the next ``_WIN`` bytes in shared memory (``win``) with
+    coalesced loads, so that each step reads shared memory, not a
+    dependent global load. Every thread of the block must call it; all get
+    the same result: 0, ``E_VALUES`` (a length prefix past ``end``) or
+    ``E_LENGTH`` (a value past ``end``). ``st``: three shared int64.
+    """
+    t = cuda.threadIdx.x
+    cuda.syncthreads()  # a previous walk's readers are done with st
+    if t == 0:
+        st[0] = pos
+        st[1] = 0
+        st[2] = 0
+    cuda.syncthreads()
+    err = np.int64(0)
+    while True:
+        lo = st[0]
+        i0 = st[1]
+        err = st[2]
+        if err != 0 or i0 >= n:
+            break
+        hi = lo + _WIN
+        if hi > end:
+            hi = end
+        k = np.int64(t)
+        while k < hi - lo:
+            win[k] = data[lo + k]
+            k += cuda.blockDim.x
+        cuda.syncthreads()
+        if t == 0:
+            q = lo
+            i = i0
+            while i < n:
+                if q + 4 > end:
+                    st[2] = E_VALUES
+                    break
+                if q + 4 > hi:
+                    break  # the next prefix is in the next window
+                o = q - lo
+                ln = (np.int64(win[o]) | (np.int64(win[o + 1]) << 8) | (np.int64(win[o + 2]) << 16)
+                      | (np.int64(win[o + 3]) << 24))
+                if ln > end - q - 4:
+                    st[2] = E_LENGTH
+                    break
+                out_len[base + i] = ln
+                out_src[base + i] = q + 4
+                q += 4 + ln
+                i += 1
+            st[0] = q
+            st[1] = i
+        cuda.syncthreads()
+    return err
+
+
+@cuda.jit(device=True, cache=True)
+def _dict_one(p, data, chunks, pages, dict_off, dict_len, win, st):
+    """A BYTES chunk's dictionary page: its entries' offsets and lengths (the whole block)."""
     if pages[p]["kind"] != P_DICTIONARY:
         return
     c = pages[p]["chunk"]
@@ -109,38 +174,35 @@ def _dict_one(p, data, chunks, pages, dict_off, dict_len):
     pos = pages[p]["offset"]
     end = pos + pages[p]["size"]
     if end > data.shape[0]:
-        set_error(pages, p, E_VALUES)
+        if cuda.threadIdx.x == 0:
+            set_error(pages, p, E_VALUES)
         return
     base = chunks[c]["dict_base"]
     n = np.int64(pages[p]["num_values"])
     if n < 0 or base + n > dict_off.shape[0]:
-        set_error(pages, p, E_COUNT)
+        if cuda.threadIdx.x == 0:
+            set_error(pages, p, E_COUNT)
         return
-    for e in range(n):
-        if pos + 4 > end:
-            set_error(pages, p, E_VALUES)
-            return
-        ln = _u32le(data, pos)
-        if ln > end - pos - 4:
-            set_error(pages, p, E_LENGTH)
-            return
-        dict_off[base + e] = pos + 4
-        dict_len[base + e] = np.int32(ln)
-        pos += 4 + ln
+    err = _walk_lengths(data, pos, end, n, dict_len, dict_off, base, win, st)
+    if err != 0 and cuda.threadIdx.x == 0:
+        set_error(pages, p, err)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _dict_kernel(data, chunks, pages, dict_off, dict_len):
-    for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
-        _dict_one(p, data, chunks, pages, dict_off, dict_len)
+    win = cuda.shared.array(_WIN, numba.uint8)
+    st = cuda.shared.array(3, numba.int64)
+    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
+        _dict_one(p, data, chunks, pages, dict_off, dict_len, win, st)
+        cuda.syncthreads()
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _is_bytes_data(pages, chunks, p, c):
     return pages[p]["kind"] != P_DICTIONARY and chunks[c]["kind"] == K_BYTES
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _is_fixed_dba(pages, chunks, p, c):
     """A DELTA_BYTE_ARRAY page of a FIXED_LEN_BYTE_ARRAY chunk (fixed_size_binary, decimal)."""
     kind = chunks[c]["kind"]
@@ -148,14 +210,15 @@ def _is_fixed_dba(pages, chunks, p, c):
             and chunks[c]["physical"] == PHYS_FLBA and (kind == K_COPY or kind == K_DECIMAL))
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _measured_here(pages, chunks, p, c):
     """Pages whose per-row lengths the measure kernels fill."""
     return _is_bytes_data(pages, chunks, p, c) or _is_fixed_dba(pages, chunks, p, c)
 
 
-@cuda.jit(device=True)
-def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src, sa, sb, sh, shi):
+@cuda.jit(device=True, cache=True)
+def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src, sa, sb,
+                  sh, shi, win, shw):
     t = cuda.threadIdx.x
     c = pages[p]["chunk"]
     if not _measured_here(pages, chunks, p, c) or pages[p]["error"] != 0:
@@ -178,18 +241,7 @@ def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict
             # for BYTES chunks): not decodable here
             shi[0] = _E_ENCODING
         elif enc == ENC_PLAIN:
-            pos = s
-            for i in range(n):
-                if pos + 4 > e:
-                    shi[0] = E_VALUES
-                    break
-                ln = _u32le(data, pos)
-                if ln > e - pos - 4:
-                    shi[0] = E_LENGTH
-                    break
-                sa[base + i] = np.uint64(ln)
-                sb[base + i] = np.uint64(pos + 4)
-                pos += 4 + ln
+            pass  # walked by the whole block below
         elif enc == ENC_DLBA:
             err, total, pos = dbp_walk(data, s, e, 32)
             shi[0] = err
@@ -213,6 +265,11 @@ def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict
         elif chunks[c]["dict_page"] < 0 or pages[chunks[c]["dict_page"]]["error"] != 0:
             shi[0] = E_DICT_INDEX
     cuda.syncthreads()
+    if shi[0] == 0 and enc == ENC_PLAIN:
+        err = _walk_lengths(data, s, e, n, sa, sb, base, win, shw)
+        if t == 0 and err != 0:
+            shi[0] = err
+        cuda.syncthreads()
     if shi[0] != 0:
         if t == 0:
             set_error(pages, p, shi[0])
@@ -277,17 +334,20 @@ def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict
         set_error(pages, p, E_DICT_INDEX if (enc != ENC_PLAIN and enc != ENC_DLBA and enc != ENC_DBA) else E_COUNT)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src,
                     sa, sb):
     sh = cuda.shared.array(TPB, numba.uint64)
     shi = cuda.shared.array(4, numba.int64)
+    win = cuda.shared.array(_WIN, numba.uint8)
+    shw = cuda.shared.array(3, numba.int64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
-        _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src, sa, sb, sh, shi)
+        _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src,
+                      sa, sb, sh, shi, win, shw)
         cuda.syncthreads()
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _dba_lengths_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, sa, sp, sh, flag):
     """DELTA_BYTE_ARRAY: value length = prefix + suffix; a prefix may not exceed the previous value.
 
@@ -333,7 +393,7 @@ def _dba_lengths_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengt
         r += TPB
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, sa, sp):
     sh = cuda.shared.array(TPB, numba.uint64)
     flag = cuda.shared.array(1, numba.int32)
@@ -342,7 +402,7 @@ def _dba_lengths_kernel(data, chunks, pages, vstart, vend, valid, vindex, length
         cuda.syncthreads()
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _page_sum_page(p, chunks, pages, valid, lengths, page_bytes, sh):
     t = cuda.threadIdx.x
     c = pages[p]["chunk"]
@@ -366,7 +426,7 @@ def _page_sum_page(p, chunks, pages, valid, lengths, page_bytes, sh):
         page_bytes[p] = np.int64(total)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _page_sum_kernel(chunks, pages, valid, lengths, page_bytes):
     sh = cuda.shared.array(TPB, numba.uint64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
@@ -374,7 +434,7 @@ def _page_sum_kernel(chunks, pages, valid, lengths, page_bytes):
         cuda.syncthreads()
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _chunk_one(c, chunks, pages, page_bytes, page_base, measure):
     """Per chunk: add its bytes to ``data_bytes`` (measure), or scan its pages' bytes (write)."""
     if chunks[c]["kind"] != K_BYTES:
@@ -392,13 +452,13 @@ def _chunk_one(c, chunks, pages, page_bytes, page_base, measure):
         chunks[c]["data_bytes"] = chunks[c]["data_bytes"] + total
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _chunk_kernel(chunks, pages, page_bytes, page_base, measure):
     for c in range(cuda.grid(1), chunks.shape[0], cuda.gridsize(1)):
         _chunk_one(c, chunks, pages, page_bytes, page_base, measure)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd, out8, out32, out64, sh, first_src):
     t = cuda.threadIdx.x
     c = pages[p]["chunk"]
@@ -505,7 +565,7 @@ def _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, st
         prev = dst
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd,
                   out8, out32, out64):
     sh = cuda.shared.array(TPB, numba.uint64)
@@ -515,7 +575,7 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
         cuda.syncthreads()
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _write_fixed_dba_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8, sh, first_src):
     """DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks: values at ``width`` bytes a row.
 
@@ -579,7 +639,7 @@ def _write_fixed_dba_page(p, data, chunks, pages, vstart, vend, valid, vindex, l
         prev = dst
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _write_fixed_dba_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8):
     sh = cuda.shared.array(TPB, numba.uint64)
     first_src = cuda.shared.array(1, numba.int64)
@@ -603,7 +663,7 @@ def measure_bytes(state) -> None:
     sb = cuda.device_array(rows, np.uint64, stream=s)
     page_bytes = cuda.device_array(np_, np.int64, stream=s)
     page_base = cuda.device_array(np_, np.int64, stream=s)
-    _dict_kernel[thread_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.dict_off, state.dict_len)
+    _dict_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.dict_off, state.dict_len)
     _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                  state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
                                  state.str_src, sa, sb)

@@ -66,14 +66,14 @@ PHYS_FLBA = int(Physical.FIXED_LEN_BYTE_ARRAY)
 _MAX_COUNT = 0x7FFFFFFF
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def set_error(pages, p, code):
     """Record ``code`` as page ``p``'s error unless one is there already."""
     if pages[p]["error"] == 0:
         pages[p]["error"] = code
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def read_uleb(data, pos, end):
     """ULEB128 at ``pos`` -> (value, next pos); next pos -1 if it runs past ``end`` or 10 bytes."""
     result = _U0
@@ -90,14 +90,14 @@ def read_uleb(data, pos, end):
     return _U0, np.int64(-1)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def unzigzag(v):
     """Zigzag-decode a uint64 (the result's bits are the signed value's)."""
     mask = _ALL if (v & _U1) != _U0 else _U0
     return (v >> _U1) ^ mask
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def unpack(data, pos, bitoff, bw, end):
     """The ``bw``-bit value at bit ``bitoff`` after byte ``pos`` (LSB first); bytes past ``end`` read 0."""
     if bw == 0:
@@ -123,7 +123,7 @@ def unpack(data, pos, bitoff, bw, end):
     return v
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def dbp_header(data, pos, end):
     """Parse a stream header -> (error, block size, miniblocks, total count, first value, next pos)."""
     bs, pos = read_uleb(data, pos, end)
@@ -146,7 +146,7 @@ def dbp_header(data, pos, end):
     return 0, np.int64(bs), np.int64(mbs), np.int64(total), unzigzag(first), pos
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def dbp_walk(data, pos, end, bits):
     """Walk a whole stream, checking every block -> (error, total count, end pos).
 
@@ -177,7 +177,7 @@ def dbp_walk(data, pos, end, bits):
     return 0, total, pos
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def block_scan(sh, v):
     """Inclusive sum of ``v`` over the thread block (uint64, wrapping) -> (this thread's, the block's)."""
     t = cuda.threadIdx.x
@@ -198,7 +198,7 @@ def block_scan(sh, v):
     return mine, whole
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def dbp_decode(data, pos, end, n, dst, base, sh):
     """Decode the first ``n`` values of the (walked, valid) stream at ``pos`` into ``dst[base + i]``.
 
@@ -244,7 +244,7 @@ def dbp_decode(data, pos, end, n, dst, base, sh):
         i0 += bs
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _is_delta_int(pages, chunks, p, c):
     if pages[p]["kind"] == P_DICTIONARY or pages[p]["encoding"] != ENC_DBP:
         return False
@@ -254,7 +254,7 @@ def _is_delta_int(pages, chunks, p, c):
             and (phys == PHYS_INT32 or phys == PHYS_INT64))
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _measure_delta_one(p, data, chunks, pages, vstart, vend, vindex):
     c = pages[p]["chunk"]
     if not _is_delta_int(pages, chunks, p, c) or pages[p]["error"] != 0:
@@ -278,13 +278,13 @@ def _measure_delta_one(p, data, chunks, pages, vstart, vend, vindex):
         set_error(pages, p, E_COUNT)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _measure_delta_kernel(data, chunks, pages, vstart, vend, vindex):
     for p in range(cuda.grid(1), pages.shape[0], cuda.gridsize(1)):
         _measure_delta_one(p, data, chunks, pages, vstart, vend, vindex)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, cache=True)
 def _write_delta_page(p, data, chunks, pages, vstart, vend, valid, vindex, scratch, out8, out16, out32, out64, sh):
     c = pages[p]["chunk"]
     if not _is_delta_int(pages, chunks, p, c) or pages[p]["error"] != 0:
@@ -334,7 +334,7 @@ def _write_delta_page(p, data, chunks, pages, vstart, vend, valid, vindex, scrat
         r += TPB
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _write_delta_kernel(data, chunks, pages, vstart, vend, valid, vindex, scratch, out8, out16, out32, out64):
     sh = cuda.shared.array(TPB, numba.uint64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
