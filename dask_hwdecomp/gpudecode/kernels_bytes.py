@@ -101,6 +101,8 @@ def _body(pages, vstart, vend, p, data):
 
 # Bytes of a page a block stages in shared memory at once for a length walk.
 _WIN = 4096
+# Threads of a dictionary page's block.
+_DICT_THREADS = TPB if getattr(numba.config, "ENABLE_CUDASIM", 0) else 1024
 
 
 @cuda.jit(device=True, cache=True)
@@ -663,7 +665,9 @@ def measure_bytes(state) -> None:
     sb = cuda.device_array(rows, np.uint64, stream=s)
     page_bytes = cuda.device_array(np_, np.int64, stream=s)
     page_base = cuda.device_array(np_, np.int64, stream=s)
-    _dict_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.dict_off, state.dict_len)
+    # Few pages are dictionaries, each a long serial walk: wide blocks fill its windows in fewer loads.
+    _dict_kernel[page_blocks(np_), _DICT_THREADS, s](state.data, state.chunks_d, pages, state.dict_off,
+                                                      state.dict_len)
     _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                  state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
                                  state.str_src, sa, sb)
