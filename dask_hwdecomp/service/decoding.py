@@ -41,7 +41,15 @@ class DecoderLost(HwdecompError):
     """The GPU service died, hung or failed on a decode; nothing was decoded.
 
     The caller decodes those columns with pyarrow and says so in the report.
+    ``retryable`` marks a connection found closed before the service saw the
+    decode (the service had died on an earlier batch): a fresh one may take it.
     """
+
+    retryable = False
+
+
+class _Closed(DecoderLost):
+    retryable = True
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,32 @@ def _attachment(backend: ServiceBackend):
 
 
 def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput:
+    """Decode ``plan``'s chunks in the service; see :func:`_decode_once`.
+
+    A connection found closed before the service saw the decode (its
+    service died on an earlier batch) is retried once on a fresh service.
+
+    Raises
+    ------
+    CorruptPageError, BackendUnavailableError, DecoderLost
+    """
+    try:
+        return _decode_once(backend, plan, src)
+    except DecoderLost as exc:
+        if not exc.retryable:
+            raise
+        return _decode_once(backend, plan, src)
+
+
+def _share(att, segment) -> None:
+    try:
+        att.share(segment)
+    except OSError as exc:
+        att.die(f"closed its connection ({exc})")
+        raise _Closed(f"the GPU service's connection was closed ({exc})") from None
+
+
+def _decode_once(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput:
     """Decode ``plan``'s chunks from ``src`` (the batch's shared buffer) in the service.
 
     Parameters
@@ -149,7 +183,7 @@ def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeO
                 + plan.pages.tobytes())
         measure_msg = wire.Measure(0, src_ref.segment.id, src_ref.offset, src_ref.nbytes, int(plan.data_bytes),
                                    len(plan.ranges), len(plan.chunks), len(plan.pages))
-        att.share(src_ref.segment)
+        _share(att, src_ref.segment)
         reply, rid = _ask(att, lambda rid: (_with_rid(measure_msg, rid), blob), deadline)
         _raise_for(reply, plan, "measure")
         if not isinstance(reply, wire.Measured):
@@ -164,7 +198,7 @@ def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeO
         try:
             placed = np.stack([chunks["out_valid"], chunks["out_values"], chunks["out_data"]], axis=1)
             dst_ref = backend._ref(out.view, [], copy_in=False)  # lent by this pool: never staged
-            att.share(dst_ref.segment)
+            _share(att, dst_ref.segment)
             write = wire.Write(0, rid, dst_ref.segment.id, dst_ref.offset, nbytes)
             reply, _ = _ask(att, lambda r: (_with_rid(write, r), placed.astype(np.int64).tobytes()), deadline)
             _raise_for(reply, plan, "write")
@@ -211,6 +245,8 @@ def _ask(att, make, deadline: float):
         att.kill(reason)
         raise DecoderLost(f"the GPU service {reason}; it was restarted") from None
     except ServiceGone as gone:
+        if not box:  # refused before sending: the connection was already gone
+            raise _Closed(f"the GPU service was gone before the decode ({gone.reason})") from None
         raise DecoderLost(f"the GPU service died during a decode ({gone.reason})") from None
     except OSError as exc:
         att.die(f"closed its connection ({exc})")
