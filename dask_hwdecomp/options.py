@@ -146,8 +146,10 @@ class Options:
         raises :class:`~dask_hwdecomp.errors.BackendUnavailableError` where
         no GPU backend can run, rather than decode on the CPU; it cannot be
         combined with ``backend="cpu"``. ``"cpu"``: pyarrow decodes every
-        column. The read's report says, per column, where it was decoded
-        and why not on the GPU.
+        column: the default, because on the H200 the GPU decoder still reads
+        slower than pyarrow decodes (``benchmarks/results/2026-11-30-h200-decode``);
+        set ``"auto"`` to decode on the GPU. The read's report says, per
+        column, where it was decoded and why not on the GPU.
     service_dir : str
         Directory of the GPU service sockets (mode 0700, this user's); empty:
         ``$XDG_RUNTIME_DIR/dask-hwdecomp``, else ``/tmp/dask-hwdecomp-<uid>``.
@@ -167,7 +169,7 @@ class Options:
     batch_latency_ms: float = 2.0
     gpu_timeout_s: float = 60.0
     service_dir: str = ""
-    decode: str = "auto"
+    decode: str = "cpu"
 
     def __post_init__(self):
         for name in BYTE_SIZES:

@@ -201,8 +201,9 @@ def test_decode_variants_cross_the_gpu_backends():
     variants = engine_variants(("auto", "cpu", "nvcomp"), options={"batch_bytes": 1 << 20}, decodes=("auto", "cpu"))
     assert list(variants) == ["pyarrow", DEFAULT, DECODE_CPU, "hwdecomp-cpu", "hwdecomp-nvcomp",
                               "hwdecomp-nvcomp-decode-cpu"]
-    # the default variant keeps the default options: decode is not set, so it is "auto"
-    assert variants[DEFAULT].kwargs == {"hwdecomp_options": {"batch_bytes": 1 << 20, "backend": "auto"}}
+    # every variant sets decode itself: the options' default ("cpu") is one of the variants, not the plain name
+    assert variants[DEFAULT].kwargs == {"hwdecomp_options": {"batch_bytes": 1 << 20, "backend": "auto",
+                                                             "decode": "auto"}}
     assert variants[DECODE_CPU].kwargs == {"hwdecomp_options": {"batch_bytes": 1 << 20, "backend": "auto",
                                                                 "decode": "cpu"}}
     assert (variants[DEFAULT].decode, variants[DECODE_CPU].decode, variants["pyarrow"].decode) == ("auto", "cpu", None)

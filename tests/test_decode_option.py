@@ -42,8 +42,9 @@ def path(tmp_path_factory):
     return str(p)
 
 
-def test_decode_defaults_to_auto_and_is_validated():
-    assert Options().decode == "auto"
+def test_decode_defaults_to_cpu_and_is_validated():
+    # pyarrow decodes by default until the GPU decoder reads faster (see the option's docs).
+    assert Options().decode == "cpu"
     assert Options(decode="cpu").decode == "cpu"
     with pytest.raises(ValueError, match="decode 'fast' is not one of auto, gpu, cpu"):
         Options(decode="fast")
@@ -120,7 +121,7 @@ def _routers(options, hardware):
 
 
 def test_decision_follows_option_backends_and_decoder(hardware):
-    auto, cpu, gpu = Options(), Options(decode="cpu"), Options(decode="gpu")
+    auto, cpu, gpu = Options(decode="auto"), Options(decode="cpu"), Options(decode="gpu")
     with_gpu, without = _routers(auto, hardware)
     assert with_gpu.gpu_backends == ["hardware"] and without.gpu_backends == []
     assert cpu_decode_reason(auto, without) == NO_GPU_BACKEND

@@ -2,11 +2,11 @@
 
 Each variant says how to call ``dd.read_parquet`` (``engine`` and extra
 keywords) or why it cannot run here. ``pyarrow`` is the plain CPU baseline;
-``hwdecomp-auto`` is what a user gets by default (``decode="auto"``: on a
+``hwdecomp-auto`` decodes on the GPU where it can (``decode="auto"``: on a
 GPU machine, the GPU decodes the columns it supports); ``hwdecomp-<backend>``
-pins one backend, and ``hwdecomp-<backend>-decode-<decode>`` sets the
-``decode`` option too (``hwdecomp-auto-decode-cpu``: decompression on the
-GPU, pyarrow decodes every column). ``ipc-ceiling`` is a reference, not an engine: the
+pins one backend, and ``hwdecomp-<backend>-decode-<decode>`` sets another
+``decode`` (``hwdecomp-auto-decode-cpu``, the options' default: decompression
+on the GPU, pyarrow decodes every column). ``ipc-ceiling`` is a reference, not an engine: the
 uncompressed files' Arrow IPC twins read through ``dd.from_map``
 (:mod:`.ceiling`), on the uncompressed row only.
 """
@@ -85,7 +85,7 @@ def _hwdecomp_engine():
 
 
 def variant_name(backend: str, decode: str = "auto") -> str:
-    """``hwdecomp-<backend>``, with ``-decode-<decode>`` unless ``decode`` is the default."""
+    """``hwdecomp-<backend>``, with ``-decode-<decode>`` unless ``decode`` is ``"auto"``."""
     return f"hwdecomp-{backend}" + ("" if decode == "auto" else f"-decode-{decode}")
 
 
@@ -100,8 +100,8 @@ def engine_variants(backends=("auto", "cpu", "nvcomp", "hardware"), options: dic
     options : dict, optional
         Further ``hwdecomp_options`` for every hwdecomp variant.
     decodes : sequence of str
-        ``decode`` options crossed with every backend (:data:`DECODES`);
-        ``"auto"`` keeps the options' default and the plain name. The CPU
+        ``decode`` options crossed with every backend (:data:`DECODES`), set
+        explicitly; ``"auto"`` keeps the plain name. The CPU
         backend has no GPU to decode on, so it gets its plain variant only
         (``decode="cpu"`` would read exactly as it does).
 
@@ -128,8 +128,7 @@ def engine_variants(backends=("auto", "cpu", "nvcomp", "hardware"), options: dic
             name = variant_name(backend, decode)
             reason = probed
             opts = {**(options or {}), "backend": backend}
-            if decode != "auto":
-                opts["decode"] = decode
+            opts["decode"] = decode
             out[name] = Variant(
                 name,
                 engine=engine if reason is None else None,

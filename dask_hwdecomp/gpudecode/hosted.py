@@ -15,6 +15,7 @@ the uploads, kernels and copies of concurrent clients overlap.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -94,6 +95,12 @@ class HostedDecoder:
         for _ in range(max(1, streams)):
             self._free.put(cuda.stream())
         self._lock = threading.Lock()
+        # numba loads a kernel into the context on its first launch, and two
+        # threads loading the same kernel at once break its bookkeeping
+        # ("key already in dictionary: <CUlibrary>", seen on the H200): decodes
+        # run one at a time until warm_up has launched every kernel.
+        self._first_launches = threading.RLock()
+        self._warm = False
         self.decodes = 0
         self.bytes_in = 0
         self.bytes_out = 0
@@ -122,7 +129,7 @@ class HostedDecoder:
         stream = self._free.get()
         held: list = []
         try:
-            with holding(held):
+            with holding(held), self._one_at_a_time_until_warm():
                 data = cuda.device_array(max(1, data_bytes), dtype=np.uint8, stream=stream)
                 host = np.frombuffer(src, dtype=np.uint8)
                 for so, n, do in ranges.tolist():
@@ -149,7 +156,7 @@ class HostedDecoder:
         cuda = self._cuda
         stream = pending.stream
         n = len(dst)
-        with holding(pending.held):
+        with holding(pending.held), self._one_at_a_time_until_warm():
             out = cuda.device_array(max(1, n), dtype=np.uint8, stream=stream)
             errors = self._runner.write(pending.measured.state, chunks, out, stream=stream)
             if n and not np.any(errors):
@@ -158,6 +165,9 @@ class HostedDecoder:
         with self._lock:
             self.bytes_out += n
         return errors
+
+    def _one_at_a_time_until_warm(self):
+        return contextlib.nullcontext() if self._warm else self._first_launches
 
     def warm_up(self) -> None:
         """Decode a small table of every output kind and encoding once.
@@ -170,15 +180,17 @@ class HostedDecoder:
         from .tables import place_outputs
         from .warmup import warmup_files
 
-        for data in warmup_files():
-            plan = plan_file(data)
-            pending = self.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes)
-            try:
-                chunks = pending.chunks.copy()
-                out = np.empty(max(place_outputs(chunks), 1), np.uint8)
-                self.write(pending, chunks, memoryview(out)[: len(out)])
-            finally:
-                pending.close()
+        with self._first_launches:
+            for data in warmup_files():
+                plan = plan_file(data)
+                pending = self.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes)
+                try:
+                    chunks = pending.chunks.copy()
+                    out = np.empty(max(place_outputs(chunks), 1), np.uint8)
+                    self.write(pending, chunks, memoryview(out)[: len(out)])
+                finally:
+                    pending.close()
+            self._warm = True
         with self._lock:
             self.decodes = self.bytes_in = self.bytes_out = 0
 
