@@ -35,6 +35,7 @@ class PendingDecode:
     stream: Any
     decoder: HostedDecoder
     held: list = field(default_factory=list)  # device memory of the decode: freed after its stream syncs
+    pooled: bool = True  # the stream is the decoder's, given back on close
     closed: bool = field(default=False)
 
     @property
@@ -56,7 +57,14 @@ class PendingDecode:
         self.measured.state.close()
         self.data = None
         self.held.clear()
-        self.decoder._give_back(self.stream)
+        if self.pooled:
+            self.decoder._give_back(self.stream)
+
+
+def _simulated() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
 
 
 def _use_pooled_memory(cuda) -> None:
@@ -109,7 +117,7 @@ class HostedDecoder:
         self._free.put(stream)
 
     def measure(self, src: memoryview, ranges: np.ndarray, chunks: np.ndarray, pages: np.ndarray,
-                data_bytes: int) -> PendingDecode:
+                data_bytes: int, stream=None) -> PendingDecode:
         """Upload ``ranges`` of ``src`` and measure; the caller closes the result.
 
         Parameters
@@ -122,11 +130,16 @@ class HostedDecoder:
             Checked CHUNK and PAGE records.
         data_bytes : int
             Size of the device copy.
+        stream : numba stream, optional
+            A stream of the caller's (the warm-up's), instead of one of the
+            decoder's (which it waits for).
         """
         from .device_hold import holding
 
         cuda = self._cuda
-        stream = self._free.get()
+        own = stream is None
+        if own:
+            stream = self._free.get()
         held: list = []
         try:
             with holding(held), self._one_at_a_time_until_warm():
@@ -139,12 +152,13 @@ class HostedDecoder:
         except BaseException:
             stream.synchronize()
             held.clear()
-            self._give_back(stream)
+            if own:
+                self._give_back(stream)
             raise
         with self._lock:
             self.decodes += 1
             self.bytes_in += int(data_bytes)
-        return PendingDecode(measured, data, stream, self, held)
+        return PendingDecode(measured, data, stream, self, held, pooled=own)
 
     def write(self, pending: PendingDecode, chunks: np.ndarray, dst: memoryview) -> np.ndarray:
         """Write the Arrow buffers of ``pending`` into ``dst``; returns the page records' errors.
@@ -180,17 +194,23 @@ class HostedDecoder:
         from .tables import place_outputs
         from .warmup import warmup_files
 
+        # A stream of its own: decodes waiting for the warm-up may hold every
+        # stream of the decoder's.
+        stream = self._cuda.stream()
         with self._first_launches:
             for data in warmup_files():
                 plan = plan_file(data)
-                pending = self.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes)
+                pending = self.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes,
+                                       stream=stream)
                 try:
                     chunks = pending.chunks.copy()
                     out = np.empty(max(place_outputs(chunks), 1), np.uint8)
-                    self.write(pending, chunks, memoryview(out)[: len(out)])
+                    self.write(pending, chunks, out.data)
                 finally:
                     pending.close()
-            self._warm = True
+            # numba's simulator swaps one process-wide module per launch:
+            # there, decodes stay one at a time.
+            self._warm = not _simulated()
         with self._lock:
             self.decodes = self.bytes_in = self.bytes_out = 0
 

@@ -187,14 +187,13 @@ class Service:
         self.counters = _Counters()
         self._decoder: Any = None
         self._decoder_error: str | None = None
+        self._warming = False
 
     # -- the accept loop ---------------------------------------------------
 
     def serve(self) -> int:
         """Accept clients until stopped or idle; then close everything. Returns 0."""
         self._listener.settimeout(0.1)
-        if self.address.gpu != "none":
-            threading.Thread(target=self._warm_decoder, name="hwdecomp-decoder-warm-up", daemon=True).start()
         logger.info("hwdecomp service %d listening on %s (GPU %s, backends %s)", os.getpid(),
                     self.address.socket, self.address.gpu, dict(self.factories))
         try:
@@ -210,6 +209,18 @@ class Service:
         finally:
             self._shut()
         return 0
+
+    def warm_decoder_once(self) -> None:
+        """Warm the GPU decoder up in the background, once: a client that decodes on the GPU attached.
+
+        Not on a service without a GPU (the tests' services, whose decoder
+        runs in numba's simulator).
+        """
+        with self._lock:
+            if self._warming or self.address.gpu == "none":
+                return
+            self._warming = True
+        threading.Thread(target=self._warm_decoder, name="hwdecomp-decoder-warm-up", daemon=True).start()
 
     def _warm_decoder(self) -> None:
         """Create the GPU decoder and compile (or load) its kernels before the first read needs them."""
@@ -451,6 +462,8 @@ class _Connection:
             logger.warning("backend %s cannot be created: %s: %s", msg.backend, type(exc).__name__, exc)
             self.send(wire.Unavailable(type(exc).__name__, str(exc)))
             return False
+        if msg.options.get("decode", "cpu") != "cpu":
+            self.service.warm_decoder_once()
         b = self.backend
         register = getattr(b, "register_host", None)
         self.segments = SegmentMap(register)
