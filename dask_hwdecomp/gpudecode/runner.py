@@ -101,8 +101,6 @@ class DecodeState:
         self.vrow = zeros(rows, np.int32)
         self.row_page = filled(rows, np.int32, -1)
         self.idx = zeros(rows if needs_idx else 0, np.int32)
-        self.lengths = zeros(rows if is_bytes.any() else 0, np.int64)
-        self.str_src = zeros(rows if is_bytes.any() else 0, np.int64)
         self.vstart = zeros(len(pages), np.int64)
         self.vend = zeros(len(pages), np.int64)
         self.dict_off = zeros(total_dict, np.int64)
@@ -116,6 +114,10 @@ class DecodeState:
             owner = np.clip(data_pages["chunk"], 0, len(chunks) - 1)  # a bad index is the kernels' to report
             flba = chunks["physical"][owner] == int(Physical.FIXED_LEN_BYTE_ARRAY)
         self.has_bytes = bool(is_bytes.any()) or bool(((encodings == int(Encoding.DELTA_BYTE_ARRAY)) & flba).any())
+        # Per-row string scratch for the byte-array kernels: BYTES chunks, and
+        # DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks.
+        self.lengths = zeros(rows if self.has_bytes else 0, np.int64)
+        self.str_src = zeros(rows if self.has_bytes else 0, np.int64)
         self.has_delta = bool((encodings == int(Encoding.DELTA_BINARY_PACKED)).any())
         self.closed = False
 
