@@ -187,6 +187,15 @@ class _Run:
         return [c for c in self.codecs if c != "uncompressed"]
 
 
+def _default_read(run: _Run) -> str:
+    """The variant that reads at the default options: decode='cpu' where the run measured it.
+
+    The decompression targets judge what a user gets by default; the GPU
+    decoding targets judge ``hwdecomp-auto`` (decode='auto').
+    """
+    return DECODE_CPU if any(run.fig(DECODE_CPU, c) for c in run.codecs) else DEFAULT
+
+
 def _vs_uncompressed_checks(run: _Run) -> list[dict]:
     """hwdecomp-auto on each compressed codec ÷ pyarrow on the uncompressed copy."""
     target = VS_UNCOMPRESSED_TARGETS.get(run.dataset)
@@ -195,8 +204,8 @@ def _vs_uncompressed_checks(run: _Run) -> list[dict]:
     bound = run.fig(BASELINE, "uncompressed")
     checks = []
     for codec in run.compressed():
-        fig = run.fig(DEFAULT, codec)
-        check = _check("vs-uncompressed", f"{run.where}, {codec}: throughput, hwdecomp-auto on {codec} ÷ pyarrow "
+        fig = run.fig(_default_read(run), codec)
+        check = _check("vs-uncompressed", f"{run.where}, {codec}: throughput, {_default_read(run)} on {codec} ÷ pyarrow "
                        "on the uncompressed copy", f">= {target:.2f}")
         r = ratio(_figure(fig, "arrow_gbps"), _figure(bound, "arrow_gbps"))
         if _judge(check, r, target, True, run.missing(fig, bound)):
@@ -206,13 +215,13 @@ def _vs_uncompressed_checks(run: _Run) -> list[dict]:
             mine = ratio(_figure(fig, "arrow_gbps"), _figure(same, "arrow_gbps"))
             if p is not None and mine is not None:
                 why.append(f"pyarrow itself reads {codec} at {p:.2f} of its uncompressed speed, so the target asks for "
-                           f"{target / p:.2f}x pyarrow on {codec}; hwdecomp-auto reaches {mine:.2f}x")
-            own = ratio(_figure(run.fig(DEFAULT, "uncompressed"), "arrow_gbps"), _figure(bound, "arrow_gbps"))
+                           f"{target / p:.2f}x pyarrow on {codec}; {_default_read(run)} reaches {mine:.2f}x")
+            own = ratio(_figure(run.fig(_default_read(run), "uncompressed"), "arrow_gbps"), _figure(bound, "arrow_gbps"))
             if own is not None:
-                why.append(f"hwdecomp-auto on the uncompressed files reaches {own:.2f} of pyarrow ("
+                why.append(f"{_default_read(run)} on the uncompressed files reaches {own:.2f} of pyarrow ("
                            + ("fixed cost of fetch, scan and image" if own < UNCOMPRESSED_TARGET else "no fixed-cost penalty")
                            + ")")
-            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, DEFAULT, codec))) if t]
+            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, _default_read(run), codec))) if t]
             check["limit"] = "; ".join(why)
         checks.append(check)
     return checks
@@ -222,12 +231,12 @@ def _uncompressed_check(run: _Run) -> list[dict]:
     """hwdecomp-auto ÷ pyarrow, both reading the uncompressed files."""
     if "uncompressed" not in run.codecs:
         return []
-    fig, base = run.fig(DEFAULT, "uncompressed"), run.fig(BASELINE, "uncompressed")
-    check = _check("uncompressed", f"{run.where}, uncompressed: throughput, hwdecomp-auto ÷ pyarrow on the same "
+    fig, base = run.fig(_default_read(run), "uncompressed"), run.fig(BASELINE, "uncompressed")
+    check = _check("uncompressed", f"{run.where}, uncompressed: throughput, {_default_read(run)} ÷ pyarrow on the same "
                    "uncompressed files", f">= {UNCOMPRESSED_TARGET:.2f}")
     r = ratio(_figure(fig, "arrow_gbps"), _figure(base, "arrow_gbps"))
     if _judge(check, r, UNCOMPRESSED_TARGET, True, run.missing(fig, base)):
-        stages = _stage_text(_threaded_report(run.results, run.dataset, DEFAULT, "uncompressed"))
+        stages = _stage_text(_threaded_report(run.results, run.dataset, _default_read(run), "uncompressed"))
         check["limit"] += "; no page is decompressed here, so all of the gap is hwdecomp's own fetch, scan and image cost"
         if stages:
             check["limit"] += "; " + stages
@@ -255,9 +264,9 @@ def _cpu_seconds_checks(run: _Run) -> list[dict]:
     bound = run.fig(BASELINE, "uncompressed")
     checks = []
     for codec in run.codecs:
-        fig = run.fig(DEFAULT, codec)
+        fig = run.fig(_default_read(run), codec)
         check = _check("cpu-seconds", f"{run.where}, {codec}: worker CPU s per GB (GPU service included), "
-                       "hwdecomp-auto ÷ pyarrow on the uncompressed copy", f"<= {CPU_SECONDS_TARGET:.2f}")
+                       f"{_default_read(run)} ÷ pyarrow on the uncompressed copy", f"<= {CPU_SECONDS_TARGET:.2f}")
         r = ratio(_figure(fig, "cpu_s_per_gb"), _figure(bound, "cpu_s_per_gb"))
         if _judge(check, r, CPU_SECONDS_TARGET, False, run.missing(fig, bound)):
             why = [check["limit"]]
@@ -265,8 +274,8 @@ def _cpu_seconds_checks(run: _Run) -> list[dict]:
             same = _figure(run.fig(BASELINE, codec), "cpu_s_per_gb")
             if same is not None and codec != "uncompressed":
                 why.append(f"pyarrow spends {same['median']:.2f} s/GB on {codec} and {unc['median']:.2f} on the "
-                           f"uncompressed copy, hwdecomp-auto {mine['median']:.2f}")
-            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, DEFAULT, codec))) if t]
+                           f"uncompressed copy, {_default_read(run)} {mine['median']:.2f}")
+            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, _default_read(run), codec))) if t]
             check["limit"] = "; ".join(why)
         checks.append(check)
     return checks
@@ -277,23 +286,24 @@ def _service_checks(results: dict) -> list[dict]:
     cfg = results.get("config", {})
     shape = (cfg.get("workers"), cfg.get("threads"))
     label = f"{SERVICE_SHAPE[0]}x{SERVICE_SHAPE[1]}"
-    contexts = _check("contexts", f"{SERVICE_DATASET}, LocalCluster {label}, hwdecomp-auto: processes with a CUDA "
-                      "context on the GPUs (most during any read)", f"= {CONTEXTS_TARGET}")
     run = _Run(results, SERVICE_DATASET) if SERVICE_DATASET in results.get("endtoend", {}) else None
+    name = _default_read(run) if run is not None else DEFAULT
+    contexts = _check("contexts", f"{SERVICE_DATASET}, LocalCluster {label}, {name}: processes with a CUDA "
+                      "context on the GPUs (most during any read)", f"= {CONTEXTS_TARGET}")
     codecs = run.compressed() if run else []
     per_call = [_check("pages-per-call", f"{SERVICE_DATASET}, LocalCluster {label}, {codec}: mean pages per "
-                       "batched GPU call, hwdecomp-auto", f">= {PAGES_PER_CALL_TARGET}") for codec in codecs]
+                       f"batched GPU call, {name}", f">= {PAGES_PER_CALL_TARGET}") for codec in codecs]
     if tuple(shape) != SERVICE_SHAPE or run is None or run.not_run:
         why = (f"not measured (cluster {shape[0]}x{shape[1]})" if tuple(shape) != SERVICE_SHAPE
                else f"not measured: {run.not_run if run else 'the run has no ' + SERVICE_DATASET + ' read'}")
         for check in [contexts, *per_call]:
             check.update(measured=None, met=None, limit=why)
         return [contexts, *per_call]
-    gpus = {c: _figure(run.fig(DEFAULT, c), "gpu") for c in run.codecs}
+    gpus = {c: _figure(run.fig(_default_read(run), c), "gpu") for c in run.codecs}
     counted = {c: g["gpu_processes"] for c, g in gpus.items() if g and g.get("gpu_processes") is not None}
     if not counted:
         contexts.update(measured=None, met=None, limit="not measurable here: nvidia-smi is absent or lists no GPU"
-                        if any(gpus.values()) else f"not measured: {run.missing(*(run.fig(DEFAULT, c) for c in run.codecs))}")
+                        if any(gpus.values()) else f"not measured: {run.missing(*(run.fig(_default_read(run), c) for c in run.codecs))}")
     else:
         codec, n = max(counted.items(), key=lambda kv: kv[1])
         contexts.update(value=n, measured=f"{n} (during the {codec} read)", met=n == CONTEXTS_TARGET)
@@ -306,7 +316,7 @@ def _service_checks(results: dict) -> list[dict]:
     for codec, check in zip(codecs, per_call):
         g = gpus.get(codec)
         if g is None:
-            check.update(measured=None, met=None, limit=f"not measured: {run.missing(run.fig(DEFAULT, codec))}")
+            check.update(measured=None, met=None, limit=f"not measured: {run.missing(run.fig(_default_read(run), codec))}")
         elif g.get("pages_per_call") is None:
             check.update(measured=None, met=None, limit="not measurable here: no batched GPU call ran "
                          f"(GPU services: {g['services']}; without a GPU, pages are decompressed on the CPU)")
