@@ -20,7 +20,6 @@ from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.gpudecode.assemble import assemble
 from dask_hwdecomp.gpudecode.plan import plan_file
 from dask_hwdecomp.options import Options
-from dask_hwdecomp.readpath.gpu_columns import _Located
 from dask_hwdecomp.service.decoding import decode_in_service
 
 from helpers import gpu_available
@@ -73,7 +72,7 @@ def _in_shared(backend, data: bytes):
 def _decode(backend, data: bytes):
     buf = _in_shared(backend, data)
     plan = plan_file(buf.view[: len(data)])
-    out = decode_in_service(backend, _Located(plan), buf.view[: len(data)])
+    out = decode_in_service(backend, plan, buf.view[: len(data)])
     return plan, out, buf
 
 
@@ -101,7 +100,7 @@ def test_a_corrupt_page_is_named_and_the_service_goes_on(backend):
     data[at + 4 + int.from_bytes(data[at : at + 4], "little")] = 200
     buf = _in_shared(backend, bytes(data))
     with pytest.raises(CorruptPageError) as info:
-        decode_in_service(backend, _Located(plan_file(buf.view[: len(data)])), buf.view[: len(data)])
+        decode_in_service(backend, plan_file(buf.view[: len(data)]), buf.view[: len(data)])
     where = info.value.location
     assert where.column == "i32_dict" and where.row_group == 0 and where.page == 1
     buf.close()
@@ -168,5 +167,5 @@ def test_the_service_refuses_a_plan_past_its_buffer(backend):
     plan = plan_file(buf.view[: len(data)])
     plan.pages["size"][0] = len(data) * 2
     with pytest.raises(Exception, match="refused a decode"):
-        decode_in_service(backend, _Located(plan), buf.view[: len(data)])
+        decode_in_service(backend, plan, buf.view[: len(data)])
     buf.close()

@@ -16,9 +16,9 @@ import logging
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, PageLocation
+from ..errors import BackendUnavailableError
 from ..gpudecode.assemble import assemble
-from ..gpudecode.plan import DecodePlan, plan_batch
+from ..gpudecode.plan import plan_batch
 from ..options import Options
 from ..report import ReadReport
 from ..service.client import ServiceBackend
@@ -49,14 +49,6 @@ def _columns(image: Image) -> list[str]:
     return names
 
 
-def _locate(plan: DecodePlan, page: int) -> PageLocation:
-    """File, row group, column and page (ordinal in its chunk) of PAGE record ``page``."""
-    c = int(plan.pages["chunk"][page])
-    rec = plan.chunks[c]
-    first = int(rec["dict_page"]) if int(rec["dict_page"]) >= 0 else int(rec["first_page"])
-    return plan.columns[c].page_location(page - first)
-
-
 def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend, options: Options,
                   report: ReadReport) -> None:
     """Decode the batch's GPU-decodable column chunks into each image's ``decoded``.
@@ -81,7 +73,7 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend,
     if not len(plan.chunks):
         return
     try:
-        out = decode_in_service(backend, _Located(plan), dst)
+        out = decode_in_service(backend, plan, dst)
     except (BackendUnavailableError, DecoderLost) as exc:
         if options.decode == "gpu":
             raise
@@ -96,17 +88,3 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend,
         image.decoded.update(columns)
     if out.copied:
         logger.info("GPU-decoded columns copied out of shared memory: its pool is held by live arrays")
-
-
-class _Located:
-    """The plan as :func:`decode_in_service` takes it: with ``locate(page)``."""
-
-    def __init__(self, plan: DecodePlan):
-        self._plan = plan
-        self.chunks = plan.chunks
-        self.pages = plan.pages
-        self.ranges = plan.ranges
-        self.data_bytes = plan.data_bytes
-
-    def locate(self, page: int) -> PageLocation:
-        return _locate(self._plan, page)

@@ -159,7 +159,7 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput
         An attached GPU backend; its connection carries the decode.
     plan : DecodePlan
         From :func:`dask_hwdecomp.gpudecode.plan.plan_batch`: ``chunks``,
-        ``pages``, ``ranges``, ``data_bytes`` and ``locate(page)``.
+        ``pages``, ``ranges``, ``data_bytes`` and ``page_location(page)``.
     src : memoryview
         The host buffer the plan's ranges read.
 
@@ -257,7 +257,7 @@ def _raise_for(reply, plan, step: str) -> None:
     if isinstance(reply, wire.Corrupt):
         if not 0 <= reply.index < len(plan.pages):
             raise HwdecompError(f"the GPU service named page {reply.index} of a decode of {len(plan.pages)}")
-        raise CorruptPageError(reply.message, plan.locate(reply.index))
+        raise CorruptPageError(reply.message, plan.page_location(reply.index))
     if isinstance(reply, wire.Refused):
         raise HwdecompError(f"the GPU service refused a decode {step}: {reply.reason}")
     if isinstance(reply, wire.Failed):
