@@ -28,6 +28,7 @@ __all__ = [
     "walk_buffers",
     "FUZZ_STATS",
     "gpu_available",
+    "uploaded_in_file",
 ]
 
 # Lines the fuzz tests report; conftest prints them in the terminal summary.
@@ -328,3 +329,11 @@ def pyarrow_decoder(pick):
             image.decoded.update(decoded_by_pyarrow(image.buffer, chosen))
 
     return decode
+
+
+def uploaded_in_file(plan, offset: int) -> int:
+    """Where byte ``offset`` of a GPU decode plan's upload lies in the planned file."""
+    for src, n, dst in plan.ranges.tolist():
+        if dst <= offset < dst + n:
+            return src + offset - dst
+    raise AssertionError(f"offset {offset} is not uploaded")

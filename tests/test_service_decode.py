@@ -22,7 +22,7 @@ from dask_hwdecomp.gpudecode.plan import plan_file
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.service.decoding import decode_in_service
 
-from helpers import gpu_available
+from helpers import gpu_available, uploaded_in_file
 from service_backends import open_backend
 
 
@@ -53,14 +53,6 @@ def _file(table, **kw) -> bytes:
     pq.write_table(table, sink, compression="none", data_page_size=512, row_group_size=120,
                    use_dictionary=["i32_dict"], **kw)
     return sink.getvalue()
-
-
-def _in_file(plan, offset: int) -> int:
-    """Where byte ``offset`` of the plan's upload lies in the planned file."""
-    for src, n, dst in plan.ranges.tolist():
-        if dst <= offset < dst + n:
-            return src + offset - dst
-    raise AssertionError(f"offset {offset} is not uploaded")
 
 
 def _in_shared(backend, data: bytes):
@@ -96,7 +88,7 @@ def test_a_corrupt_page_is_named_and_the_service_goes_on(backend):
     # The dictionary-encoded column's first data page: its bit width byte set to 200.
     chunk = int(np.flatnonzero(plan.chunks["dict_page"] >= 0)[0])
     page = int(plan.chunks["first_page"][chunk])
-    at = _in_file(plan, int(plan.pages["offset"][page]))
+    at = uploaded_in_file(plan, int(plan.pages["offset"][page]))
     data[at + 4 + int.from_bytes(data[at : at + 4], "little")] = 200
     buf = _in_shared(backend, bytes(data))
     with pytest.raises(CorruptPageError) as info:

@@ -69,9 +69,7 @@ def _simulated() -> bool:
 
 def _use_pooled_memory(cuda) -> None:
     """Make numba allocate device memory from :class:`~.device_pool.PooledDeviceMemory` (not in the simulator)."""
-    from numba import config
-
-    if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
+    if _simulated():
         return
     from .device_pool import PooledDeviceMemory
 

@@ -91,20 +91,17 @@ class DecodeState:
                 fill_kernel[_grid(n, _ROW_THREADS), _ROW_THREADS, stream](a, value)
             return a
 
-        def zeros(n: int, dtype) -> Any:
-            return filled(n, dtype)
-
         self.chunks_d = cuda.to_device(np.ascontiguousarray(chunks, CHUNK), stream=stream)
         self.pages_d = cuda.to_device(np.ascontiguousarray(pages, PAGE), stream=stream)
-        self.valid = zeros(rows, np.uint8)
-        self.vindex = zeros(rows, np.int32)
-        self.vrow = zeros(rows, np.int32)
+        self.valid = filled(rows, np.uint8)
+        self.vindex = filled(rows, np.int32)
+        self.vrow = filled(rows, np.int32)
         self.row_page = filled(rows, np.int32, -1)
-        self.idx = zeros(rows if needs_idx else 0, np.int32)
-        self.vstart = zeros(len(pages), np.int64)
-        self.vend = zeros(len(pages), np.int64)
-        self.dict_off = zeros(total_dict, np.int64)
-        self.dict_len = zeros(total_dict, np.int32)
+        self.idx = filled(rows if needs_idx else 0, np.int32)
+        self.vstart = filled(len(pages), np.int64)
+        self.vend = filled(len(pages), np.int64)
+        self.dict_off = filled(total_dict, np.int64)
+        self.dict_len = filled(total_dict, np.int32)
         self.byte_base = cuda.to_device(byte_base, stream=stream)
         self.bitmap_bytes = int(byte_base[-1])
         # Steps with nothing to do in this batch are not launched.
@@ -116,8 +113,8 @@ class DecodeState:
         self.has_bytes = bool(is_bytes.any()) or bool(((encodings == int(Encoding.DELTA_BYTE_ARRAY)) & flba).any())
         # Per-row string scratch for the byte-array kernels: BYTES chunks, and
         # DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks.
-        self.lengths = zeros(rows if self.has_bytes else 0, np.int64)
-        self.str_src = zeros(rows if self.has_bytes else 0, np.int64)
+        self.lengths = filled(rows if self.has_bytes else 0, np.int64)
+        self.str_src = filled(rows if self.has_bytes else 0, np.int64)
         self.has_delta = bool((encodings == int(Encoding.DELTA_BINARY_PACKED)).any())
         self.closed = False
 

@@ -18,6 +18,7 @@ at once, while the outputs alive exceed half the pool's cap.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import weakref
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -120,10 +121,6 @@ class OutputOwner:
         weakref.finalize(self, returns.queue.append, (shared, nbytes))
 
 
-def _attachment(backend: ServiceBackend):
-    return backend._attached()
-
-
 def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput:
     """Decode ``plan``'s chunks in the service; see :func:`_decode_once`.
 
@@ -178,7 +175,7 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput
     try:
         src_ref = backend._ref(src, staged, copy_in=True)
         deadline = backend.options.gpu_timeout_s + (plan.data_bytes + len(src)) / _DEADLINE_BYTES_PER_S
-        att = _attachment(backend)
+        att = backend._attached()
         blob = (np.ascontiguousarray(plan.ranges, dtype=np.int64).tobytes() + plan.chunks.tobytes()
                 + plan.pages.tobytes())
         measure_msg = wire.Measure(0, src_ref.segment.id, src_ref.offset, src_ref.nbytes, int(plan.data_bytes),
@@ -224,8 +221,6 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput
 
 
 def _with_rid(msg, rid: int):
-    import dataclasses
-
     return dataclasses.replace(msg, rid=rid)
 
 

@@ -533,12 +533,24 @@ class _Connection:
         except wire.WireError as exc:
             self._refuse(run.rid, f"run {run.rid}: {exc}")
             return
-        t = threading.Thread(target=self._run, args=(run.rid, jobs, src, dst, protect),
-                             name=f"hwdecomp-run-{self.peer.pid}-{run.rid}", daemon=True)
+        self.service.counters.runs += 1
+        self._spawn(self._run, (run.rid, jobs, src, dst, protect), f"hwdecomp-run-{self.peer.pid}-{run.rid}")
+
+    def _spawn(self, target, args: tuple, name: str) -> None:
+        """Run ``target(*args)`` on a thread of its own, joined before the connection closes."""
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
         with self.lock:
             self.runs.add(t)
-        self.service.counters.runs += 1
         t.start()
+
+    def _fail_and_exit(self, rid: int, exc: BaseException, what: str) -> None:
+        """Report ``rid`` failed as a whole, then exit: the CUDA context cannot be trusted."""
+        self.send(wire.Failed(rid, type(exc).__name__, str(exc), int(getattr(exc, "code", -1)),
+                              str(getattr(exc, "name", ""))))
+        logger.error("a %s failed as a whole (%s: %s): exiting, the context cannot be trusted",
+                     what, type(exc).__name__, exc)
+        logging.shutdown()
+        os._exit(3)
 
     def _run(self, rid: int, jobs, src: memoryview, dst: memoryview, protect) -> None:
         try:
@@ -552,13 +564,8 @@ class _Connection:
                 self.send(wire.Failed(rid, type(exc).__name__, exc.reason, -1, ""))
             else:
                 self.send(wire.Corrupt(rid, int(index), type(exc).__name__, exc.reason))
-        except BaseException as exc:  # the batch failed as a whole: report, then exit
-            self.send(wire.Failed(rid, type(exc).__name__, str(exc), int(getattr(exc, "code", -1)),
-                                  str(getattr(exc, "name", ""))))
-            logger.error("a batch failed as a whole (%s: %s): exiting, the context cannot be trusted",
-                         type(exc).__name__, exc)
-            logging.shutdown()
-            os._exit(3)
+        except BaseException as exc:  # the batch failed as a whole
+            self._fail_and_exit(rid, exc, "batch")
         else:
             self.send(wire.Done(rid, int(redone or 0)))
         finally:
@@ -568,11 +575,7 @@ class _Connection:
     # -- the GPU decoder ------------------------------------------------------
 
     def _start(self, rid: int, work, msg, blob: bytes) -> None:
-        t = threading.Thread(target=self._decode_guarded, args=(rid, work, msg, blob),
-                             name=f"hwdecomp-decode-{self.peer.pid}-{rid}", daemon=True)
-        with self.lock:
-            self.runs.add(t)
-        t.start()
+        self._spawn(self._decode_guarded, (rid, work, msg, blob), f"hwdecomp-decode-{self.peer.pid}-{rid}")
 
     def _decode_guarded(self, rid: int, work, msg, blob: bytes) -> None:
         try:
@@ -582,13 +585,8 @@ class _Connection:
             self._refuse(rid, f"decode {rid}: {what}")
         except BackendUnavailableError as exc:
             self.send(wire.Failed(rid, type(exc).__name__, str(exc), -1, ""))
-        except BaseException as exc:  # a GPU failure: the context cannot be trusted
-            self.send(wire.Failed(rid, type(exc).__name__, str(exc), int(getattr(exc, "code", -1)),
-                                  str(getattr(exc, "name", ""))))
-            logger.error("a decode failed as a whole (%s: %s): exiting, the context cannot be trusted",
-                         type(exc).__name__, exc)
-            logging.shutdown()
-            os._exit(3)
+        except BaseException as exc:  # a GPU failure
+            self._fail_and_exit(rid, exc, "decode")
         finally:
             with self.lock:
                 self.runs.discard(threading.current_thread())

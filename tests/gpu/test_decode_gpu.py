@@ -21,7 +21,7 @@ import dask_hwdecomp
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.gpudecode.plan import plan_file
 
-from helpers import assert_tables_equal, corpus_root
+from helpers import assert_tables_equal, corpus_root, uploaded_in_file
 
 pytestmark = pytest.mark.gpu
 
@@ -158,13 +158,6 @@ def _tmp_file(data: bytes) -> str:
     return f.name
 
 
-def _in_file(plan, offset: int) -> int:
-    for src, n, dst in plan.ranges.tolist():
-        if dst <= offset < dst + n:
-            return src + offset - dst
-    raise AssertionError(offset)
-
-
 def _corrupt_cases():
     """(name, table, write options, edit(data, plan) -> None): pages that must fail by name."""
     n = 500
@@ -176,28 +169,28 @@ def _corrupt_cases():
         return int(plan.chunks["first_page"][0])
 
     def bad_levels(data, plan):  # the level run header claims a huge bit-packed run
-        at = _in_file(plan, int(plan.pages["offset"][page_of(plan)]))
+        at = uploaded_in_file(plan, int(plan.pages["offset"][page_of(plan)]))
         data[at + 4] = 0xFF
         data[at + 5] = 0xFF
         data[at + 6] = 0x7F
 
     def bad_index(data, plan):  # every dictionary index 31 (5 entries)
-        at = _in_file(plan, int(plan.pages["offset"][page_of(plan)]))
+        at = uploaded_in_file(plan, int(plan.pages["offset"][page_of(plan)]))
         lv = int.from_bytes(data[at : at + 4], "little")
         body = at + 4 + lv
         data[body] = 5  # bit width 5
-        end = _in_file(plan, int(plan.pages["offset"][page_of(plan)] + plan.pages["size"][page_of(plan)]) - 1)
+        end = uploaded_in_file(plan, int(plan.pages["offset"][page_of(plan)] + plan.pages["size"][page_of(plan)]) - 1)
         data[body + 1] = (16 << 1)  # an RLE run of 16 ...
         data[body + 2] = 31  # ... of index 31
         assert end > body
 
     def bad_length(data, plan):  # the first string's length past the page
-        at = _in_file(plan, int(plan.pages["offset"][page_of(plan)]))
+        at = uploaded_in_file(plan, int(plan.pages["offset"][page_of(plan)]))
         lv = int.from_bytes(data[at : at + 4], "little")
         data[at + 4 + lv : at + 8 + lv] = (1 << 30).to_bytes(4, "little")
 
     def overflow_length(data, plan):  # a negative string length
-        at = _in_file(plan, int(plan.pages["offset"][page_of(plan)]))
+        at = uploaded_in_file(plan, int(plan.pages["offset"][page_of(plan)]))
         lv = int.from_bytes(data[at : at + 4], "little")
         data[at + 4 + lv : at + 8 + lv] = (0xFFFFFFF0).to_bytes(4, "little")
 
