@@ -108,7 +108,7 @@ def plan(buf: bytes, typ: pa.DataType):
     max_def = col.max_definition_level
     kind, width = _kind_of(typ, physical, col.length or 0)
     chunks, pages = [], []
-    valid, vindex, idx = [], [], []
+    valid, vindex, idx, row_page = [], [], [], []
     vstart, vend = [], []
     row_base = dict_base = 0
     for g in range(meta.num_row_groups):
@@ -163,6 +163,7 @@ def plan(buf: bytes, typ: pa.DataType):
                     vindex.append(k if lv else 0)
                     k += lv
                 valid.extend(levels)
+                row_page.extend([len(pages)] * n)
                 idx.extend(page_idx)
                 rec.update(kind=pk, encoding=enc, num_values=n, nonnull=nonnull)
                 ch["null_count"] += n - nonnull
@@ -186,7 +187,7 @@ def plan(buf: bytes, typ: pa.DataType):
         for key, v in pg.items():
             prec[i][key] = v
     extra = SimpleNamespace(valid=np.array(valid, np.uint8), vindex=np.array(vindex, np.int32),
-                            idx=np.array(idx, np.int32), vstart=np.array(vstart, np.int64),
+                            row_page=np.array(row_page, np.int32), idx=np.array(idx, np.int32), vstart=np.array(vstart, np.int64),
                             vend=np.array(vend, np.int64), total_dict=dict_base)
     return crec, prec, extra
 
@@ -201,6 +202,7 @@ def decode(buf: bytes, chunks, pages, extra, string_rows=None):
     state = SimpleNamespace(
         data=cuda.to_device(np.frombuffer(buf, np.uint8)), chunks_d=cuda.to_device(chunks),
         pages_d=cuda.to_device(pages), valid=cuda.to_device(extra.valid), vindex=cuda.to_device(extra.vindex),
+        row_page=cuda.to_device(extra.row_page),
         idx=cuda.to_device(extra.idx), vstart=cuda.to_device(extra.vstart), vend=cuda.to_device(extra.vend),
         lengths=cuda.device_array(m, np.int64), str_src=cuda.device_array(m, np.int64),
         dict_off=cuda.device_array(max(1, extra.total_dict), np.int64),
@@ -437,6 +439,17 @@ def test_byte_array_copies(lo, hi):
               **_write_args("PLAIN", "1.0", 1 << 20))
 
 
+@pytest.mark.parametrize("encoding", ["PLAIN", "DICT"])
+def test_byte_array_walk_windows(encoding):
+    """Pages the length walk crosses in many windows: empty values, values ending on a window's edge, values
+    longer than a window (stepped over whole), a dictionary page as long as the data."""
+    rng = np.random.default_rng(11)
+    lens = [int(x) for x in rng.choice([0, 1, 3, 12, 60, 252, 253, 600, 2100], 70)]
+    vals = [(f"{i}." + "abcdefgh" * 300)[:ln] for i, ln in enumerate(lens)]
+    roundtrip(pa.table({"x": pa.array(_nulls(vals, "some", rng), pa.string())}),
+              **_write_args(encoding, "2.0", 1 << 20))
+
+
 def test_byte_arrays_several_row_groups():
     table = _byte_table(pa.large_string(), "some", 120)
     chunks, _pages = roundtrip(table, row_group_size=40, **_write_args("DELTA_BYTE_ARRAY", "1.0", 300))
@@ -561,6 +574,9 @@ E = PageError
     ("plain length past the page", lambda: hand_page(_plain(WORDS)[:-1], 0, S, 4), [E.LENGTH]),
     ("plain huge length", lambda: hand_page(b"\xff\xff\xff\xff" + _plain(WORDS), 0, S, 4), [E.LENGTH]),
     ("plain values missing", lambda: hand_page(_plain(WORDS[:2]), 0, S, 4), [E.VALUES]),
+    ("plain values missing after many windows", lambda: hand_page(_plain(WORDS * 90), 0, S, 361), [E.VALUES]),
+    ("plain length past the page after many windows",
+     lambda: hand_page(_plain(WORDS * 90 + [b"q" * 700])[:-1], 0, S, 361), [E.LENGTH]),
     ("dictionary index out of range",
      lambda: hand_page(_dict_ids([1, 4]), 8, S, 2, dict_body=_plain(WORDS), dict_n=4), [0, E.DICT_INDEX]),
     ("dictionary page length past its end",
@@ -601,7 +617,7 @@ def test_hostile_fixed_length_delta_byte_array():
     pages["nonnull"] = 2
     body = int(pages[0]["offset"])
     extra = SimpleNamespace(valid=np.ones(2, np.uint8), vindex=np.arange(2, dtype=np.int32),
-                            idx=np.zeros(2, np.int32), vstart=np.array([body], np.int64),
+                            row_page=np.zeros(2, np.int32), idx=np.zeros(2, np.int32), vstart=np.array([body], np.int64),
                             vend=np.array([body + int(pages[0]["size"])], np.int64), total_dict=0)
     _c, pages, _out = decode(data.tobytes(), chunks, pages, extra)
     assert pages["error"].tolist() == [PageError.LENGTH]

@@ -5,12 +5,11 @@ chunk, ``state.lengths[r]`` (its value's length) and ``state.str_src[r]``
 (where its bytes start in ``data``; for DELTA_BYTE_ARRAY the start of its
 *suffix*), and adds each chunk's string bytes to ``CHUNK.data_bytes``:
 
-- dictionary pages (PLAIN byte arrays): one thread a page walks the
-  lengths into ``dict_off``/``dict_len`` (a serial walk: each length says
-  where the next one is);
-- PLAIN data pages: one thread a page walks the lengths (serial for the
-  same reason) into a scratch in the page's row space, then the page's
-  thread block places them at their rows;
+- dictionary pages (PLAIN byte arrays): a page's block walks the lengths
+  into ``dict_off``/``dict_len`` (:mod:`.kernels_walk`: serial by format,
+  walked a window at a time by pointer doubling);
+- PLAIN data pages: walked the same way into a scratch in the page's row
+  space, then the page's thread block places them at their rows;
 - dictionary data pages: a thread a row looks its entry up;
 - DELTA_LENGTH_BYTE_ARRAY / DELTA_BYTE_ARRAY: the DELTA_BINARY_PACKED
   lengths decoded by the page's thread block
@@ -20,7 +19,9 @@ chunk, ``state.lengths[r]`` (its value's length) and ``state.str_src[r]``
 **write** (:func:`write_bytes`) sums each page's bytes, scans the sums over
 each chunk's pages (one thread a chunk; an int32 offset past 2^31-1 is
 ``PageError.LENGTH``), then each page's thread block scans its rows into
-the offsets and copies the bytes, a warp a string. DELTA_BYTE_ARRAY values
+the offsets, and the copy kernel copies every row's bytes (a thread a
+short string, a warp a long one, over all rows of the batch at once, not a
+block a page). DELTA_BYTE_ARRAY values
 are copied in value order by every thread of the page's block, thread
 ``t`` taking bytes ``j = t (mod TPB)`` of each value: byte ``j`` of a
 value's prefix is byte ``j`` of the previous value, which the same thread
@@ -50,6 +51,7 @@ from .kernels_delta import (
     K_BYTES,
     K_COPY,
     K_DECIMAL,
+    MAX_BLOCKS,
     P_DICTIONARY,
     PHYS_FLBA,
     TPB,
@@ -61,13 +63,17 @@ from .kernels_delta import (
     set_error,
     thread_blocks,
 )
+from .kernels_walk import THREADS as WALK_THREADS
+from .kernels_walk import walk_kernel
 
 __all__ = ["measure_bytes", "write_bytes"]
 
-# Threads that copy one string (a warp; the whole block if smaller).
-_WARP = min(32, TPB)
-# Pages whose strings average fewer bytes than this copy a string a thread.
-_SHORT = 16
+_SIM = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
+# The copy kernel: a thread a row; strings of _LONG bytes or more are
+# copied by a group of _LANES threads (a warp), coalesced.
+_COPY_THREADS = 32 if _SIM else 256
+_LANES = 8 if _SIM else 32
+_LONG = 32
 _I32_MAX = 0x7FFFFFFF
 _E_ENCODING = 8
 
@@ -99,106 +105,6 @@ def _body(pages, vstart, vend, p, data):
     return s, e
 
 
-# Bytes of a page a block stages in shared memory at once for a length walk.
-_WIN = 4096
-# Threads of a dictionary page's block.
-_DICT_THREADS = TPB if getattr(numba.config, "ENABLE_CUDASIM", 0) else 1024
-
-
-@cuda.jit(device=True, cache=True)
-def _walk_lengths(data, pos, end, n, out_len, out_src, base, win, st):
-    """Walk ``n`` length-prefixed values from ``pos`` (PLAIN byte arrays) by the whole block.
-
-    Each value's length goes to ``out_len[base + i]`` and its first byte's
-    offset to ``out_src[base + i]``. The walk is serial by nature (a value
-    starts where the previous one ends), so one thread walks; the block
-    first stages the next ``_WIN`` bytes in shared memory (``win``) with
-    coalesced loads, so that each step reads shared memory, not a
-    dependent global load. Every thread of the block must call it; all get
-    the same result: 0, ``E_VALUES`` (a length prefix past ``end``) or
-    ``E_LENGTH`` (a value past ``end``). ``st``: three shared int64.
-    """
-    t = cuda.threadIdx.x
-    cuda.syncthreads()  # a previous walk's readers are done with st
-    if t == 0:
-        st[0] = pos
-        st[1] = 0
-        st[2] = 0
-    cuda.syncthreads()
-    err = np.int64(0)
-    while True:
-        lo = st[0]
-        i0 = st[1]
-        err = st[2]
-        if err != 0 or i0 >= n:
-            break
-        hi = lo + _WIN
-        if hi > end:
-            hi = end
-        k = np.int64(t)
-        while k < hi - lo:
-            win[k] = data[lo + k]
-            k += cuda.blockDim.x
-        cuda.syncthreads()
-        if t == 0:
-            q = lo
-            i = i0
-            while i < n:
-                if q + 4 > end:
-                    st[2] = E_VALUES
-                    break
-                if q + 4 > hi:
-                    break  # the next prefix is in the next window
-                o = q - lo
-                ln = (np.int64(win[o]) | (np.int64(win[o + 1]) << 8) | (np.int64(win[o + 2]) << 16)
-                      | (np.int64(win[o + 3]) << 24))
-                if ln > end - q - 4:
-                    st[2] = E_LENGTH
-                    break
-                out_len[base + i] = ln
-                out_src[base + i] = q + 4
-                q += 4 + ln
-                i += 1
-            st[0] = q
-            st[1] = i
-        cuda.syncthreads()
-    return err
-
-
-@cuda.jit(device=True, cache=True)
-def _dict_one(p, data, chunks, pages, dict_off, dict_len, win, st):
-    """A BYTES chunk's dictionary page: its entries' offsets and lengths (the whole block)."""
-    if pages[p]["kind"] != P_DICTIONARY:
-        return
-    c = pages[p]["chunk"]
-    if chunks[c]["kind"] != K_BYTES or pages[p]["error"] != 0:
-        return
-    pos = pages[p]["offset"]
-    end = pos + pages[p]["size"]
-    if end > data.shape[0]:
-        if cuda.threadIdx.x == 0:
-            set_error(pages, p, E_VALUES)
-        return
-    base = chunks[c]["dict_base"]
-    n = np.int64(pages[p]["num_values"])
-    if n < 0 or base + n > dict_off.shape[0]:
-        if cuda.threadIdx.x == 0:
-            set_error(pages, p, E_COUNT)
-        return
-    err = _walk_lengths(data, pos, end, n, dict_len, dict_off, base, win, st)
-    if err != 0 and cuda.threadIdx.x == 0:
-        set_error(pages, p, err)
-
-
-@cuda.jit(cache=True)
-def _dict_kernel(data, chunks, pages, dict_off, dict_len):
-    win = cuda.shared.array(_WIN, numba.uint8)
-    st = cuda.shared.array(3, numba.int64)
-    for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
-        _dict_one(p, data, chunks, pages, dict_off, dict_len, win, st)
-        cuda.syncthreads()
-
-
 @cuda.jit(device=True, cache=True)
 def _is_bytes_data(pages, chunks, p, c):
     return pages[p]["kind"] != P_DICTIONARY and chunks[c]["kind"] == K_BYTES
@@ -220,7 +126,7 @@ def _measured_here(pages, chunks, p, c):
 
 @cuda.jit(device=True, cache=True)
 def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src, sa, sb,
-                  sh, shi, win, shw):
+                  sh, shi):
     t = cuda.threadIdx.x
     c = pages[p]["chunk"]
     if not _measured_here(pages, chunks, p, c) or pages[p]["error"] != 0:
@@ -243,7 +149,7 @@ def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict
             # for BYTES chunks): not decodable here
             shi[0] = _E_ENCODING
         elif enc == ENC_PLAIN:
-            pass  # walked by the whole block below
+            pass  # walked by the walk kernel (its errors are the page's already)
         elif enc == ENC_DLBA:
             err, total, pos = dbp_walk(data, s, e, 32)
             shi[0] = err
@@ -267,11 +173,6 @@ def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict
         elif chunks[c]["dict_page"] < 0 or pages[chunks[c]["dict_page"]]["error"] != 0:
             shi[0] = E_DICT_INDEX
     cuda.syncthreads()
-    if shi[0] == 0 and enc == ENC_PLAIN:
-        err = _walk_lengths(data, s, e, n, sa, sb, base, win, shw)
-        if t == 0 and err != 0:
-            shi[0] = err
-        cuda.syncthreads()
     if shi[0] != 0:
         if t == 0:
             set_error(pages, p, shi[0])
@@ -341,11 +242,9 @@ def _measure_kernel(data, chunks, pages, vstart, vend, valid, vindex, idx, dict_
                     sa, sb):
     sh = cuda.shared.array(TPB, numba.uint64)
     shi = cuda.shared.array(4, numba.int64)
-    win = cuda.shared.array(_WIN, numba.uint8)
-    shw = cuda.shared.array(3, numba.int64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
         _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src,
-                      sa, sb, sh, shi, win, shw)
+                      sa, sb, sh, shi)
         cuda.syncthreads()
 
 
@@ -510,31 +409,10 @@ def _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, st
                 sd[base + vindex[r]] = off
         carry = carry + whole
         tile += TPB
+    if not is_dba:
+        return  # the copy kernel copies the bytes
     # the copies read offsets that other threads wrote
     cuda.syncthreads()
-    if not is_dba:
-        # Short strings a thread each (a warp would leave most lanes idle),
-        # longer ones a warp each (coalesced); one choice for the page.
-        group = _WARP
-        if n > 0 and (np.int64(carry) - page_base[p]) < _SHORT * n:
-            group = 1
-        lane = t % group
-        r = base + t // group
-        while r < base + rows:
-            if valid[r] != 0:
-                ln = lengths[r]
-                src = str_src[r]
-                if width == 4:
-                    dst = od + np.int64(out32[(ov >> 2) + r - row_base])
-                else:
-                    dst = od + np.int64(out64[(ov >> 3) + r - row_base])
-                if dst + ln <= dend and src + ln <= data.shape[0] and ln >= 0:
-                    j = np.int64(lane)
-                    while j < ln:
-                        out8[dst + j] = data[src + j]
-                        j += group
-            r += TPB // group
-        return
     # DELTA_BYTE_ARRAY: prefixes again, then the values in order; value
     # i's length is the next value's offset less its own, its suffix
     # follows the previous value's in ``data``.
@@ -575,6 +453,90 @@ def _write_kernel(data, chunks, pages, vstart, vend, valid, vindex, lengths, str
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
         _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd, out8, out32, out64, sh, first_src)
         cuda.syncthreads()
+
+
+@cuda.jit(device=True, cache=True)
+def _copy_source(r, data, chunks, pages, valid, row_page, lengths, str_src, out8, out32, out64):
+    """Row ``r``'s string copy as (destination, source, length); length -1 when the row has none to copy."""
+    none = (np.int64(0), np.int64(0), np.int64(-1))
+    if valid[r] == 0:
+        return none
+    p = row_page[r]
+    if p < 0:
+        return none
+    c = pages[p]["chunk"]
+    if not _is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0 or pages[p]["encoding"] == ENC_DBA:
+        return none
+    row = r - chunks[c]["row_base"]
+    ov = chunks[c]["out_values"]
+    od = chunks[c]["out_data"]
+    dend = od + chunks[c]["data_bytes"]
+    if dend > out8.shape[0]:
+        dend = np.int64(out8.shape[0])
+    if chunks[c]["width"] == 4:
+        i = (ov >> 2) + row
+        if i >= out32.shape[0]:
+            return none
+        dst = od + np.int64(out32[i])
+    else:
+        i = (ov >> 3) + row
+        if i >= out64.shape[0]:
+            return none
+        dst = od + np.int64(out64[i])
+    ln = np.int64(lengths[r])
+    src = np.int64(str_src[r])
+    if ln < 0 or dst + ln > dend or src + ln > data.shape[0]:
+        return none
+    return dst, src, ln
+
+
+@cuda.jit(cache=True)
+def _copy_kernel(data, chunks, pages, valid, row_page, lengths, str_src, out8, out32, out64):
+    """The string bytes of every row of the batch (not DELTA_BYTE_ARRAY pages), after the offsets.
+
+    A block takes :data:`_COPY_THREADS` rows at a time: short strings a
+    thread each, then each group of :data:`_LANES` threads copies the long
+    ones of the block's rows together, so that a page of long strings
+    loads and stores whole lines.
+    """
+    sdst = cuda.shared.array(_COPY_THREADS, numba.int64)
+    ssrc = cuda.shared.array(_COPY_THREADS, numba.int64)
+    slen = cuda.shared.array(_COPY_THREADS, numba.int64)
+    t = cuda.threadIdx.x
+    lane = t % _LANES
+    group = t // _LANES
+    groups = _COPY_THREADS // _LANES
+    total = valid.shape[0]
+    tile = np.int64(cuda.blockIdx.x) * _COPY_THREADS
+    while tile < total:
+        r = tile + t
+        dst = np.int64(0)
+        src = np.int64(0)
+        ln = np.int64(-1)
+        if r < total:
+            dst, src, ln = _copy_source(r, data, chunks, pages, valid, row_page, lengths, str_src, out8, out32,
+                                        out64)
+        if ln >= 0 and ln < _LONG:
+            for j in range(ln):
+                out8[dst + j] = data[src + j]
+            ln = -1
+        sdst[t] = dst
+        ssrc[t] = src
+        slen[t] = ln
+        cuda.syncthreads()
+        k = group
+        while k < _COPY_THREADS:
+            n = slen[k]
+            if n >= _LONG:
+                d = sdst[k]
+                s = ssrc[k]
+                j = np.int64(lane)
+                while j < n:
+                    out8[d + j] = data[s + j]
+                    j += _LANES
+            k += groups
+        cuda.syncthreads()
+        tile += np.int64(cuda.gridDim.x) * _COPY_THREADS
 
 
 @cuda.jit(device=True, cache=True)
@@ -665,9 +627,8 @@ def measure_bytes(state) -> None:
     sb = cuda.device_array(rows, np.uint64, stream=s)
     page_bytes = cuda.device_array(np_, np.int64, stream=s)
     page_base = cuda.device_array(np_, np.int64, stream=s)
-    # Few pages are dictionaries, each a long serial walk: wide blocks fill its windows in fewer loads.
-    _dict_kernel[page_blocks(np_), _DICT_THREADS, s](state.data, state.chunks_d, pages, state.dict_off,
-                                                      state.dict_len)
+    walk_kernel[page_blocks(np_), WALK_THREADS, s](state.data, state.chunks_d, pages, state.vstart, state.vend,
+                                                    state.valid, state.lengths, state.dict_off, state.dict_len, sa, sb)
     _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                  state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
                                  state.str_src, sa, sb)
@@ -696,5 +657,10 @@ def write_bytes(state, out) -> None:
     o8, _o16, o32, o64 = out_views(out)
     _write_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                state.vindex, state.lengths, state.str_src, page_base, sa, sd, o8, o32, o64)
+    total = state.valid.shape[0]
+    if total:
+        blocks = max(1, min((total + _COPY_THREADS - 1) // _COPY_THREADS, 4 if _SIM else MAX_BLOCKS))
+        _copy_kernel[blocks, _COPY_THREADS, s](state.data, state.chunks_d, pages, state.valid, state.row_page,
+                                               state.lengths, state.str_src, o8, o32, o64)
     _write_fixed_dba_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                          state.vindex, state.lengths, state.str_src, sa, sd, o8)
