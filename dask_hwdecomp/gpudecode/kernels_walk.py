@@ -41,6 +41,7 @@ _W = 256 if _SIM else 2048
 # Jump tables J_0 .. J_{_LEVELS-1}: a window holds at most _W / 4 values,
 # whose starts P(0) .. P(_W / 4 - 1) take _LEVELS binary digits.
 _LEVELS = (_W // 4 - 1).bit_length()
+_TABLES = _LEVELS * _W
 # Bytes staged at once (several windows a load of global memory).
 _STAGE = 4 * _W
 # Threads of the walk kernel's blocks.
@@ -221,7 +222,7 @@ def walk_kernel(data, chunks, pages, vstart, vend, valid, lengths, dict_off, dic
     launch with :data:`THREADS` threads a block.
     """
     stage = cuda.shared.array(_STAGE, numba.uint8)
-    jt = cuda.shared.array(_LEVELS * _W, numba.int16)
+    jt = cuda.shared.array(_TABLES, numba.int16)
     st = cuda.shared.array(4, numba.int64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
         _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, jt, st)
