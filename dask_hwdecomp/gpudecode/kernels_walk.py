@@ -147,7 +147,8 @@ def walk_lengths(data, pos, end, n, out_len, out_src, base, stage, jt, st):
                 if i0 + i < n:
                     out_len[base + i0 + i] = b - a - 4
                     out_src[base + i0 + i] = lo + a + 4
-                cuda.atomic.max(st, 3, i + 1)
+                if _at(jt, 0, b, size) == b:
+                    st[3] = i + 1  # the last complete value: one thread writes
             i += nt
         cuda.syncthreads()
         if t == 0:
