@@ -23,10 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_STREAMS", "HostedDecoder", "PendingDecode"]
-
-# Streams of a service's decoder (decodes in flight at once).
-DEFAULT_STREAMS = 16
+__all__ = ["HostedDecoder", "PendingDecode"]
 
 
 @dataclass
@@ -85,11 +82,7 @@ class HostedDecoder:
     Parameters
     ----------
     streams : int
-        Streams decodes run on; a decode waits for a free one. A decode
-        holds its stream from its measure to its write, across the
-        client's round trip in between, so the default lets every worker
-        thread of a 16-core node have a decode in flight (4 streams
-        queued 12 of a 4x4 cluster's 16 reads behind the others).
+        Streams decodes run on; a decode waits for a free one.
 
     Raises
     ------
@@ -97,7 +90,7 @@ class HostedDecoder:
         numba-cuda is not installed.
     """
 
-    def __init__(self, streams: int = DEFAULT_STREAMS):
+    def __init__(self, streams: int = 4):
         from . import runner
         from .cuda_jit import cuda
 
