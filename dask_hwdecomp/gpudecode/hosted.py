@@ -9,11 +9,8 @@ client's shared memory, where the Arrow buffers will live. Between the
 two, a :class:`PendingDecode` holds the device buffers; it is closed after
 the write, or when the client discards it or leaves.
 
-Each step runs on a stream taken from a small set, so that the uploads,
-kernels and copies of concurrent clients overlap. A step gives its stream
-back when it is done (the measure has synchronised it): between the two
-steps the decode holds only its device buffers, not a stream, so a client's
-round trip between measure and write keeps no other decode waiting.
+Each decode runs on a stream of its own taken from a small set, so that
+the uploads, kernels and copies of concurrent clients overlap.
 """
 
 from __future__ import annotations
@@ -35,9 +32,10 @@ class PendingDecode:
 
     measured: Any  # runner.Measured
     data: Any  # device array of the uploaded bytes
-    stream: Any  # the caller's stream (the warm-up's); None: a decoder stream a step
+    stream: Any
     decoder: HostedDecoder
-    held: list = field(default_factory=list)  # device memory of the decode: freed once no stream uses it
+    held: list = field(default_factory=list)  # device memory of the decode: freed after its stream syncs
+    pooled: bool = True  # the stream is the decoder's, given back on close
     closed: bool = field(default=False)
 
     @property
@@ -51,13 +49,16 @@ class PendingDecode:
         return self.measured.pages
 
     def close(self) -> None:
-        """Free the device buffers (idempotent); every step has synchronised its stream."""
+        """Free the device buffers and give the stream back (idempotent)."""
         if self.closed:
             return
         self.closed = True
+        self.stream.synchronize()
         self.measured.state.close()
         self.data = None
         self.held.clear()
+        if self.pooled:
+            self.decoder._give_back(self.stream)
 
 
 def _simulated() -> bool:
@@ -134,26 +135,28 @@ class HostedDecoder:
         from .device_hold import holding
 
         cuda = self._cuda
-        caller = stream
+        own = stream is None
+        if own:
+            stream = self._free.get()
         held: list = []
-        with self._stream(caller) as stream:
-            try:
-                with holding(held), self._one_at_a_time_until_warm():
-                    data = cuda.device_array(max(1, data_bytes), dtype=np.uint8, stream=stream)
-                    host = np.frombuffer(src, dtype=np.uint8)
-                    for so, n, do in ranges.tolist():
-                        if n:
-                            data[do : do + n].copy_to_device(host[so : so + n], stream=stream)
-                    # returns after synchronising the stream
-                    measured = self._runner.measure(data, chunks, pages, stream=stream)
-            except BaseException:
-                stream.synchronize()
-                held.clear()
-                raise
+        try:
+            with holding(held), self._one_at_a_time_until_warm():
+                data = cuda.device_array(max(1, data_bytes), dtype=np.uint8, stream=stream)
+                host = np.frombuffer(src, dtype=np.uint8)
+                for so, n, do in ranges.tolist():
+                    if n:
+                        data[do : do + n].copy_to_device(host[so : so + n], stream=stream)
+                measured = self._runner.measure(data, chunks, pages, stream=stream)
+        except BaseException:
+            stream.synchronize()
+            held.clear()
+            if own:
+                self._give_back(stream)
+            raise
         with self._lock:
             self.decodes += 1
             self.bytes_in += int(data_bytes)
-        return PendingDecode(measured, data, caller, self, held)
+        return PendingDecode(measured, data, stream, self, held, pooled=own)
 
     def write(self, pending: PendingDecode, chunks: np.ndarray, dst: memoryview) -> np.ndarray:
         """Write the Arrow buffers of ``pending`` into ``dst``; returns the page records' errors.
@@ -163,31 +166,17 @@ class HostedDecoder:
         from .device_hold import holding
 
         cuda = self._cuda
+        stream = pending.stream
         n = len(dst)
-        with self._stream(pending.stream) as stream:
-            try:
-                with holding(pending.held), self._one_at_a_time_until_warm():
-                    out = cuda.device_array(max(1, n), dtype=np.uint8, stream=stream)
-                    errors = self._runner.write(pending.measured.state, chunks, out, stream=stream)
-                    if n and not np.any(errors):
-                        out[:n].copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
-            finally:
-                stream.synchronize()
+        with holding(pending.held), self._one_at_a_time_until_warm():
+            out = cuda.device_array(max(1, n), dtype=np.uint8, stream=stream)
+            errors = self._runner.write(pending.measured.state, chunks, out, stream=stream)
+            if n and not np.any(errors):
+                out[:n].copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
+        stream.synchronize()
         with self._lock:
             self.bytes_out += n
         return errors
-
-    @contextlib.contextmanager
-    def _stream(self, caller):
-        """The caller's stream, or one of the decoder's for the ``with`` block (given back after it)."""
-        if caller is not None:
-            yield caller
-            return
-        stream = self._free.get()
-        try:
-            yield stream
-        finally:
-            self._give_back(stream)
 
     def _one_at_a_time_until_warm(self):
         return contextlib.nullcontext() if self._warm else self._first_launches
