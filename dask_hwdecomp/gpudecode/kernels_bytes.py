@@ -632,8 +632,9 @@ def measure_bytes(state) -> None:
     _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                  state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
                                  state.str_src, sa, sb)
-    _dba_lengths_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
-                                     state.vindex, state.lengths, sa, sb)
+    if state.has_dba:
+        _dba_lengths_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend,
+                                                      state.valid, state.vindex, state.lengths, sa, sb)
     _page_sum_kernel[page_blocks(np_), TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
     nc = state.chunks_d.shape[0]
     _chunk_kernel[thread_blocks(nc), TPB, s](state.chunks_d, pages, page_bytes, page_base, True)
@@ -662,5 +663,7 @@ def write_bytes(state, out) -> None:
         blocks = max(1, min((total + _COPY_THREADS - 1) // _COPY_THREADS, 4 if _SIM else MAX_BLOCKS))
         _copy_kernel[blocks, _COPY_THREADS, s](state.data, state.chunks_d, pages, state.valid, state.row_page,
                                                state.lengths, state.str_src, o8, o32, o64)
-    _write_fixed_dba_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
-                                         state.vindex, state.lengths, state.str_src, sa, sd, o8)
+    if state.has_dba:
+        _write_fixed_dba_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend,
+                                                          state.valid, state.vindex, state.lengths, state.str_src, sa,
+                                                          sd, o8)

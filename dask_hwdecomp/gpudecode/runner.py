@@ -57,11 +57,13 @@ class DecodeState:
     offset), ``row_page``, ``idx``, ``lengths``, ``str_src``, the per-page
     ``vstart``, ``vend``, the dictionary entries' ``dict_off``,
     ``dict_len``, and ``byte_base`` (each chunk's first bitmap byte slot,
-    plus the total); ``stream`` is the stream every launch uses.
+    plus the total); the zeroed per-row and per-page arrays are views of
+    one block, ``scratch``. ``stream`` is the stream every launch uses;
+    ``has_*`` say which steps the batch needs.
     """
 
-    _ARRAYS = ("data", "chunks_d", "pages_d", "valid", "vindex", "vrow", "row_page", "idx", "lengths", "str_src",
-               "vstart", "vend", "dict_off", "dict_len", "byte_base")
+    _ARRAYS = ("data", "chunks_d", "pages_d", "scratch", "valid", "vindex", "vrow", "row_page", "idx", "lengths",
+               "str_src", "vstart", "vend", "dict_off", "dict_len", "byte_base")
 
     def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> None:
         self.stream = stream
@@ -83,25 +85,8 @@ class DecodeState:
         byte_base = np.zeros(len(chunks) + 1, np.int64)
         np.cumsum([validity_bytes(int(n)) for n in chunks["num_rows"]], out=byte_base[1:])
 
-        def filled(n: int, dtype, value: int = 0) -> Any:
-            # Filled on the device: copying host zeros costs a pageable
-            # transfer of every scratch array per batch.
-            a = cuda.device_array(n, dtype, stream=stream)
-            if n:
-                fill_kernel[_grid(n, _ROW_THREADS), _ROW_THREADS, stream](a, value)
-            return a
-
         self.chunks_d = cuda.to_device(np.ascontiguousarray(chunks, CHUNK), stream=stream)
         self.pages_d = cuda.to_device(np.ascontiguousarray(pages, PAGE), stream=stream)
-        self.valid = filled(rows, np.uint8)
-        self.vindex = filled(rows, np.int32)
-        self.vrow = filled(rows, np.int32)
-        self.row_page = filled(rows, np.int32, -1)
-        self.idx = filled(rows if needs_idx else 0, np.int32)
-        self.vstart = filled(len(pages), np.int64)
-        self.vend = filled(len(pages), np.int64)
-        self.dict_off = filled(total_dict, np.int64)
-        self.dict_len = filled(total_dict, np.int32)
         self.byte_base = cuda.to_device(byte_base, stream=stream)
         self.bitmap_bytes = int(byte_base[-1])
         # Steps with nothing to do in this batch are not launched.
@@ -111,11 +96,25 @@ class DecodeState:
             owner = np.clip(data_pages["chunk"], 0, len(chunks) - 1)  # a bad index is the kernels' to report
             flba = chunks["physical"][owner] == int(Physical.FIXED_LEN_BYTE_ARRAY)
         self.has_bytes = bool(is_bytes.any()) or bool(((encodings == int(Encoding.DELTA_BYTE_ARRAY)) & flba).any())
-        # Per-row string scratch for the byte-array kernels: BYTES chunks, and
-        # DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks.
-        self.lengths = filled(rows if self.has_bytes else 0, np.int64)
-        self.str_src = filled(rows if self.has_bytes else 0, np.int64)
+        self.has_dba = bool((encodings == int(Encoding.DELTA_BYTE_ARRAY)).any())
         self.has_delta = bool((encodings == int(Encoding.DELTA_BINARY_PACKED)).any())
+        self.has_bool = bool((kinds == int(OutKind.BOOL)).any())
+        self.has_nullable = bool((chunks["max_def"] > 0).any())
+        # The zeroed scratch: one block, one fill, views (every launch costs
+        # the service ~0.1 ms of Python, and a decode is its GIL's work).
+        # Per-row string scratch for the byte-array kernels: BYTES chunks,
+        # and DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks.
+        string_rows = rows if self.has_bytes else 0
+        self.scratch, views = _zeroed([
+            ("valid", rows, np.uint8), ("vindex", rows, np.int32), ("vrow", rows, np.int32),
+            ("idx", rows if needs_idx else 0, np.int32), ("vstart", len(pages), np.int64),
+            ("vend", len(pages), np.int64), ("dict_off", total_dict, np.int64), ("dict_len", total_dict, np.int32),
+            ("lengths", string_rows, np.int64), ("str_src", string_rows, np.int64)], stream)
+        for name, view in views.items():
+            setattr(self, name, view)
+        self.row_page = cuda.device_array(rows, np.int32, stream=stream)
+        if rows:
+            fill_kernel[_grid(rows, _ROW_THREADS), _ROW_THREADS, stream](self.row_page, -1)
         self.closed = False
 
     def close(self) -> None:
@@ -145,6 +144,29 @@ class Decoded(NamedTuple):
     chunks: np.ndarray
     pages: np.ndarray
     out: np.ndarray
+
+
+def _zeroed(specs: list, stream: Any) -> tuple[Any, dict]:
+    """One zeroed device block holding an array per ``(name, length, dtype)``: (block, views by name).
+
+    Each array starts on a 256-byte boundary; filled on the device by one
+    launch (copying host zeros would cost a pageable transfer a batch).
+    """
+    offsets = []
+    total = 0
+    for _name, n, dtype in specs:
+        total = (total + 255) // 256 * 256
+        offsets.append(total)
+        total += n * np.dtype(dtype).itemsize
+    total = max(8, (total + 7) // 8 * 8)
+    block = cuda.device_array(total, np.uint8, stream=stream)
+    words = block.view(np.uint64)
+    fill_kernel[_grid(words.shape[0], _ROW_THREADS), _ROW_THREADS, stream](words, 0)
+    views = {}
+    for (name, n, dtype), at in zip(specs, offsets):
+        size = n * np.dtype(dtype).itemsize
+        views[name] = block[at : at + size].view(dtype)
+    return block, views
 
 
 def _grid(n: int, threads: int) -> int:
@@ -249,8 +271,9 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
     if out.shape[0]:
         zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, st](out)
     total_bytes = s.bitmap_bytes
-    if total_bytes:
+    if total_bytes and s.has_nullable:
         validity_kernel[_grid(total_bytes, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.byte_base, s.valid, out)
+    if total_bytes and s.has_bool:
         bool_kernel[_grid(total_bytes, _ROW_THREADS), _ROW_THREADS, st](
             s.data, s.chunks_d, s.pages_d, s.byte_base, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
     if s.total_rows:
