@@ -21,8 +21,8 @@ each chunk's pages (one thread a chunk; an int32 offset past 2^31-1 is
 ``PageError.LENGTH``), then each page's thread block scans its rows into
 the offsets, and the copy kernel copies every row's bytes (a thread a
 short string, a warp a long one, over all rows of the batch at once, not a
-block a page). DELTA_BYTE_ARRAY values
-are copied in value order by every thread of the page's block, thread
+block a page). DELTA_BYTE_ARRAY values are copied in value order by every
+thread of the page's block, thread
 ``t`` taking bytes ``j = t (mod TPB)`` of each value: byte ``j`` of a
 value's prefix is byte ``j`` of the previous value, which the same thread
 wrote, so no thread waits for another.
