@@ -110,8 +110,10 @@ class DecodeState:
             ("idx", rows if needs_idx else 0, np.int32), ("vstart", len(pages), np.int64),
             ("vend", len(pages), np.int64), ("dict_off", total_dict, np.int64), ("dict_len", total_dict, np.int32),
             ("lengths", string_rows, np.int64), ("str_src", string_rows, np.int64)], stream)
-        for name, view in views.items():
-            setattr(self, name, view)
+        self.valid, self.vindex, self.vrow, self.idx = views["valid"], views["vindex"], views["vrow"], views["idx"]
+        self.vstart, self.vend, self.dict_off, self.dict_len = (views["vstart"], views["vend"], views["dict_off"],
+                                                                views["dict_len"])
+        self.lengths, self.str_src = views["lengths"], views["str_src"]
         self.row_page = cuda.device_array(rows, np.int32, stream=stream)
         if rows:
             fill_kernel[_grid(rows, _ROW_THREADS), _ROW_THREADS, stream](self.row_page, -1)
