@@ -14,6 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -38,6 +39,23 @@ REPO = Path(__file__).resolve().parent.parent
 # What pyarrow raises on a file it refuses: its own classes, and OSError
 # for codec failures ("GZipCodec failed").
 PYARROW_ERRORS = (pa.ArrowException, OSError)
+
+
+def sample_frame(n: int, seed: int, *, categorical: bool = False, index: pd.Index | None = None) -> pd.DataFrame:
+    """A small frame for dask reads: ints, floats, strings, nullable ints, a categorical (optional), a partition key."""
+    rng = np.random.default_rng(seed)
+    columns = {
+        "key": np.arange(n, dtype="int64") + seed * n,
+        "price": rng.random(n),
+        "qty": rng.integers(0, 50, n).astype("int32"),
+        "flag": rng.choice(["A", "N", "R"], n),
+        "comment": [f"c{i % 97}-{seed}" for i in range(n)],
+        "maybe": pd.array(np.where(rng.random(n) < 0.2, None, rng.integers(0, 9, n)), dtype="Int64"),
+    }
+    if categorical:
+        columns["cat"] = pd.Categorical(rng.choice(["x", "y", None], n))
+    columns["part"] = np.arange(n) % 3
+    return pd.DataFrame(columns, index=index)
 
 
 def gpu_available() -> bool:

@@ -12,20 +12,11 @@ import pytest
 
 from dask_hwdecomp import BackendUnavailableError, collect_reports, hwdecomp
 
+from helpers import sample_frame
+
 
 def _frame(n: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        {
-            "key": np.arange(n, dtype="int64") + seed * n,
-            "price": rng.random(n),
-            "qty": rng.integers(0, 50, n).astype("int32"),
-            "flag": rng.choice(["A", "N", "R"], n),
-            "comment": [f"c{i % 97}-{seed}" for i in range(n)],
-            "maybe": pd.array(np.where(rng.random(n) < 0.2, None, rng.integers(0, 9, n)), dtype="Int64"),
-            "part": np.arange(n) % 3,
-        }
-    )
+    return sample_frame(n, seed)
 
 
 @pytest.fixture(scope="module", params=["snappy", "zstd", "gzip"])

@@ -22,24 +22,12 @@ from dask_hwdecomp import collect_reports, hwdecomp, read_table
 from dask_hwdecomp.readpath.assemble import fragment_to_table, read_row_groups
 from dask_hwdecomp.readpath.batch import use_column_decoder
 
-from helpers import decoded_by_pyarrow, pyarrow_decoder
+from helpers import decoded_by_pyarrow, pyarrow_decoder, sample_frame
 
 
 def _frame(n: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        {
-            "key": np.arange(n, dtype="int64") + seed * n,
-            "price": rng.random(n),
-            "qty": rng.integers(0, 50, n).astype("int32"),
-            "flag": rng.choice(["A", "N", "R"], n),
-            "comment": [f"c{i % 97}-{seed}" for i in range(n)],
-            "maybe": pd.array(np.where(rng.random(n) < 0.2, None, rng.integers(0, 9, n)), dtype="Int64"),
-            "cat": pd.Categorical(rng.choice(["x", "y", None], n)),
-            "part": np.arange(n) % 3,
-        },
-        index=pd.RangeIndex(seed * n, (seed + 1) * n) if seed % 2 else pd.Index(np.arange(n) * 7 + seed, name="ix"),
-    )
+    index = pd.RangeIndex(seed * n, (seed + 1) * n) if seed % 2 else pd.Index(np.arange(n) * 7 + seed, name="ix")
+    return sample_frame(n, seed, categorical=True, index=index)
 
 
 @pytest.fixture(scope="module")

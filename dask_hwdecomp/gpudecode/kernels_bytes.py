@@ -79,12 +79,6 @@ _E_ENCODING = 8
 
 
 @cuda.jit(device=True, cache=True)
-def _u32le(data, pos):
-    return (np.int64(data[pos]) | (np.int64(data[pos + 1]) << 8) | (np.int64(data[pos + 2]) << 16)
-            | (np.int64(data[pos + 3]) << 24))
-
-
-@cuda.jit(device=True, cache=True)
 def _as_i32(v):
     """A decoded DELTA length (uint64 bits of an INT32) as a signed int64."""
     x = np.int64(v & np.uint64(0xFFFFFFFF))
