@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dask_hwdecomp.gpudecode.checks import PlanError, check_placement, check_plan
-from dask_hwdecomp.gpudecode.tables import CHUNK, PAGE, OutKind, PageKind, Physical, place_outputs
+from dask_hwdecomp.gpudecode.checks import PlanError, check_plan
+from dask_hwdecomp.gpudecode.tables import CHUNK, PAGE, OutKind, PageKind, Physical
 
 
 def _plan():
@@ -58,22 +58,3 @@ def test_a_plan_that_breaks_a_bound_is_refused(edit, data_bytes, src_nbytes):
     edit(ranges, chunks, pages)
     with pytest.raises(PlanError):
         check_plan(ranges, chunks, pages, data_bytes, src_nbytes)
-
-
-def test_placement_must_stay_inside_the_output_and_not_overlap():
-    _, chunks, _ = _plan()
-    chunks["data_bytes"][1] = 11
-    placed_chunks = chunks.copy()
-    n = place_outputs(placed_chunks)
-    placed = np.stack([placed_chunks["out_valid"], placed_chunks["out_values"], placed_chunks["out_data"]], axis=1)
-    check_placement(chunks, placed, n)
-    with pytest.raises(PlanError):
-        check_placement(chunks, placed, n - 64)
-    overlapping = placed.copy()
-    overlapping[1, 1] = overlapping[0, 1]
-    with pytest.raises(PlanError):
-        check_placement(chunks, overlapping, n)
-    no_validity_needed = placed.copy()
-    no_validity_needed[1, 0] = 0
-    with pytest.raises(PlanError):
-        check_placement(chunks, no_validity_needed, n)

@@ -1,4 +1,4 @@
-"""The GPU service's decoder: warm-up and decodes at once, every stream taken, nothing waits forever.
+"""The GPU service's decoder: warm-up and concurrent decodes at once, nothing waits forever.
 
 Runs the real kernels (numba's CUDA simulator without a GPU).
 """
@@ -11,11 +11,12 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from dask_hwdecomp.gpudecode.assemble import assemble
-from dask_hwdecomp.gpudecode.hosted import HostedDecoder
+from dask_hwdecomp.gpudecode.hosted import DecodeRequest, HostedDecoder
+from dask_hwdecomp.gpudecode.merge import PlanRecords
 from dask_hwdecomp.gpudecode.plan import plan_file
-from dask_hwdecomp.gpudecode.tables import place_outputs
 
 
 def _tiny(seed: int) -> bytes:
@@ -25,58 +26,71 @@ def _tiny(seed: int) -> bytes:
     return sink.getvalue()
 
 
-def _decode(decoder: HostedDecoder, data: bytes):
+def _request(data: bytes) -> DecodeRequest:
     plan = plan_file(data)
-    pending = decoder.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes)
+    return DecodeRequest(memoryview(data), PlanRecords(plan.ranges, plan.chunks, plan.pages, plan.data_bytes))
+
+
+def _columns(pending, data: bytes):
+    out = np.zeros(pending.nbytes, np.uint8)
+    pending.copy_to(memoryview(out))
+    return assemble(out, out, pending.chunks, plan_file(data))[0]
+
+
+def _decode(decoder: HostedDecoder, data: bytes):
+    pending = decoder.decode(_request(data))
     try:
-        chunks = pending.chunks.copy()
-        out = np.zeros(max(place_outputs(chunks), 1), np.uint8)
-        errors = decoder.write(pending, chunks, out.data)
+        assert not pending.failed
+        return _columns(pending, data)
     finally:
         pending.close()
-    assert not errors.any()
-    return assemble(out, out, chunks, plan)[0]
 
 
-def test_warm_up_and_decodes_at_once_with_every_stream_taken_all_finish(monkeypatch):
+def test_warm_up_and_decodes_at_once_all_finish_while_a_decode_waits_for_its_copy(monkeypatch):
     from numba import config
 
     from dask_hwdecomp.gpudecode import warmup
 
-    files = [_tiny(i) for i in range(3)]
-    # Tiny files keep the simulated warm-up short; the order of locks and streams is the same.
-    monkeypatch.setattr(warmup, "warmup_files", lambda: files)
-    decoder = HostedDecoder(streams=1)
-    data = files[0]
-    # A decode measured before the warm-up holds the decoder's only stream
-    # until its write: the warm-up (a stream of its own) must still finish,
-    # and clients that wait for the stream get it after that write.
-    plan = plan_file(data)
-    pending = decoder.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes)
-    results: dict = {}
+    files = [_tiny(i) for i in range(4)]
+    # Tiny files keep the simulated warm-up short; the order of locks is the same.
+    monkeypatch.setattr(warmup, "warmup_files", lambda: files[:2])
+    decoder = HostedDecoder(runners=1, copy_streams=1)
+    try:
+        # A decode written before the warm-up and not yet copied (its client
+        # between its two requests) holds device memory, not the runner: the
+        # warm-up and the other clients still finish.
+        pending = decoder.decode(_request(files[0]))
+        results: dict = {}
 
-    def client(i):
-        results[i] = _decode(decoder, files[i])
+        def client(i):
+            results[i] = _decode(decoder, files[i])
 
-    warm = threading.Thread(target=decoder.warm_up, daemon=True)
-    clients = [threading.Thread(target=client, args=(i,), daemon=True) for i in (1, 2)]
-    warm.start()
-    for t in clients:
-        t.start()
-    warm.join(timeout=120)
-    assert not warm.is_alive(), "the warm-up waited for a stream a pending decode held"
-    chunks = pending.chunks.copy()
-    out = np.zeros(max(place_outputs(chunks), 1), np.uint8)
-    decoder.write(pending, chunks, out.data)
-    pending.close()
-    for t in clients:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in clients) and sorted(results) == [1, 2]
-    expected = pq.read_table(io.BytesIO(data))
-    got = assemble(out, out, chunks, plan)[0]
-    assert all(got[name].equals(expected.column(name)) for name in expected.column_names)
-    for i in (1, 2):
-        want = pq.read_table(io.BytesIO(files[i]))
-        assert all(results[i][name].equals(want.column(name)) for name in want.column_names)
-    # Warm on a GPU; under the simulator (one process-wide module) decodes stay one at a time.
-    assert decoder._warm is not bool(config.ENABLE_CUDASIM)
+        warm = threading.Thread(target=decoder.warm_up, daemon=True)
+        clients = [threading.Thread(target=client, args=(i,), daemon=True) for i in (1, 2, 3)]
+        warm.start()
+        for t in clients:
+            t.start()
+        warm.join(timeout=180)
+        for t in clients:
+            t.join(timeout=180)
+        assert not warm.is_alive() and not any(t.is_alive() for t in clients)
+        assert sorted(results) == [1, 2, 3]
+        got = _columns(pending, files[0])
+        pending.close()
+        for i, data in enumerate(files):
+            want = pq.read_table(io.BytesIO(data))
+            cols = got if i == 0 else results[i]
+            assert all(cols[name].equals(want.column(name)) for name in want.column_names)
+        # Warm on a GPU; under the simulator (one process-wide module) decodes stay one at a time.
+        assert decoder._warm is not bool(config.ENABLE_CUDASIM)
+        stats = decoder.stats()
+        assert 1 <= stats["decode_runs"] <= stats["decodes"] == 4
+    finally:
+        decoder.close()
+
+
+def test_a_closed_decoder_refuses_new_decodes():
+    decoder = HostedDecoder(runners=1, copy_streams=1)
+    decoder.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        decoder.decode(_request(_tiny(0)))

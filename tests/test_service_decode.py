@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import io
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +20,7 @@ import pytest
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.gpudecode.assemble import assemble
 from dask_hwdecomp.gpudecode.plan import plan_file
+from dask_hwdecomp.gpudecode.tables import place_outputs
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.service.decoding import decode_in_service
 
@@ -161,3 +163,48 @@ def test_the_service_refuses_a_plan_past_its_buffer(backend):
     with pytest.raises(Exception, match="refused a decode"):
         decode_in_service(backend, plan, buf.view[: len(data)])
     buf.close()
+
+
+def test_concurrent_decodes_of_one_connection_each_get_their_own_columns(backend):
+    # The service merges the plans queued together into one decode; each
+    # client still gets its own buffers.
+    files = [_file(_table(n)) for n in (40, 300, 123, 7)]
+    got: dict = {}
+
+    def read(i):
+        plan, out, buf = _decode(backend, files[i])
+        got[i] = assemble(out.buffer, out.owner, out.chunks, plan)[0]
+        buf.close()
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(len(files))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert sorted(got) == list(range(len(files)))
+    for i, data in enumerate(files):
+        want = pq.read_table(io.BytesIO(data))
+        assert all(got[i][name].equals(want.column(name)) for name in want.column_names), i
+
+
+def test_the_service_refuses_a_write_placed_otherwise_than_place_outputs(backend, monkeypatch):
+    from dask_hwdecomp.service import decoding
+
+    def shifted(chunks):
+        end = place_outputs(chunks)
+        for name in ("out_valid", "out_values", "out_data"):
+            col = chunks[name]
+            col[col >= 0] += 64
+        return end + 64
+
+    monkeypatch.setattr(decoding, "place_outputs", shifted)
+    data = _file(_table())
+    buf = _in_shared(backend, data)
+    with pytest.raises(Exception, match="refused a decode write"):
+        decode_in_service(backend, plan_file(buf.view[: len(data)]), buf.view[: len(data)])
+    buf.close()
+    monkeypatch.undo()
+    # The connection goes on.
+    _, out, buf2 = _decode(backend, data)
+    assert not out.copied
+    buf2.close()

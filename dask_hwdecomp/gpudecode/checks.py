@@ -4,17 +4,18 @@ The GPU service decodes plans that reading processes send. The kernels
 bound every read by the page's body and every write by the chunk's
 buffers, so those bounds themselves must hold: every page inside the
 uploaded bytes, every chunk's pages its own, rows and dictionary entries
-numbered without gaps or overlaps, and every output buffer inside the
-output. A plan that fails is refused before anything reaches the GPU.
+numbered without gaps or overlaps. A plan that fails is refused before
+anything reaches the GPU. (Output buffers are placed by the service itself,
+with :func:`~.tables.place_outputs` of the measured records.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .tables import CHUNK, PAGE, OutKind, PageKind, Physical, validity_bytes, values_bytes
+from .tables import CHUNK, PAGE, OutKind, PageKind, Physical
 
-__all__ = ["PlanError", "check_plan", "check_placement", "MAX_ROWS"]
+__all__ = ["PlanError", "check_plan", "MAX_ROWS"]
 
 # The kernels index rows with int32 within a page and int64 across the batch;
 # a batch is bounded by batch_bytes long before this.
@@ -139,40 +140,3 @@ def check_plan(ranges: np.ndarray, chunks: np.ndarray, pages: np.ndarray, data_b
     dicts = np.where(dict_page >= 0, pages["num_values"][np.maximum(dict_page, 0)], 0).astype(np.int64)
     dbase = np.concatenate(([0], np.cumsum(dicts)[:-1]))
     _any(chunks["dict_base"] != dbase, "dictionary entries not numbered in chunk order")
-
-
-def check_placement(chunks: np.ndarray, placed: np.ndarray, out_nbytes: int) -> None:
-    """Check the output buffers a client placed for measured ``chunks``.
-
-    ``chunks`` are the service's own measured records (their ``data_bytes``
-    come from the kernels, not from the client); ``placed`` is an int64
-    array of ``(out_valid, out_values, out_data)`` rows.
-
-    Raises
-    ------
-    PlanError
-        A buffer lies outside the output, or two buffers overlap.
-    """
-    if placed.shape != (len(chunks), 3):
-        raise PlanError("a placement of the wrong shape")
-    spans = []
-    for i, c in enumerate(chunks):
-        v, val, dat = (int(x) for x in placed[i])
-        need = [(val, values_bytes(c))]
-        if int(c["max_def"]) > 0:
-            need.append((v, validity_bytes(int(c["num_rows"]))))
-        elif v != -1:
-            _fail("a validity bitmap for a required column", i)
-        if int(c["kind"]) == OutKind.BYTES:
-            need.append((dat, int(c["data_bytes"])))
-        elif dat != -1:
-            _fail("string bytes for a column without strings", i)
-        for at, n in need:
-            if at < 0 or at > out_nbytes - n:
-                _fail("an output buffer outside the output", i)
-            if n:
-                spans.append((at, at + n))
-    spans.sort()
-    for (_, end), (lo, _) in zip(spans, spans[1:]):
-        if lo < end:
-            raise PlanError("two output buffers overlap")

@@ -1,16 +1,20 @@
-"""The GPU decoder as the GPU service hosts it: one per service process.
+"""The GPU decoder as the GPU service hosts it: one per service process, shared by every client.
 
-A decode is two requests of one client (see
-:mod:`dask_hwdecomp.gpudecode.tables`): *measure* uploads the chunks'
-bytes from the client's shared memory into one device buffer and runs the
-measuring kernels; *write*, once the client has placed the outputs, runs
-the writing kernels into one device output buffer and copies it into the
-client's shared memory, where the Arrow buffers will live. Between the
-two, a :class:`PendingDecode` holds the device buffers; it is closed after
-the write, or when the client discards it or leaves.
+A client's decode is two requests (see :mod:`dask_hwdecomp.gpudecode.tables`):
+*measure* hands the decoder the client's plan and the shared memory its
+bytes lie in; the decoder measures, places and writes the Arrow buffers on
+the device and answers with the measured records. *Write*, once the client
+has allocated the output the measure asked for, copies the client's
+buffers from the device into it. Between the two, a :class:`PendingDecode`
+holds the client's share of the device output; it is closed after the
+write, or when the client discards it or leaves.
 
-Each decode runs on a stream of its own taken from a small set, so that
-the uploads, kernels and copies of concurrent clients overlap.
+Measures do not run one by one: the decoder's runner threads each take
+every plan queued when they come free (up to :data:`MERGE_BYTES` of
+upload) and decode them as one batch (:mod:`~.merge`), so concurrent reads
+share one launch sequence, and the service's Python per launch is paid
+once for all of them. Each runner has a stream of its own, so one merged
+decode's uploads and kernels overlap another's Python.
 """
 
 from __future__ import annotations
@@ -18,47 +22,100 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["HostedDecoder", "PendingDecode"]
+from .merge import MergedPlan, PlanRecords, merge_plans, place_members
+
+__all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS"]
+
+# A merged decode takes queued plans while their uploads stay under this
+# (a larger plan runs alone) ...
+MERGE_BYTES = 512 << 20
+# ... and at most this many plans.
+MERGE_PLANS = 64
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """One client's plan and the host memory its upload ranges read.
+
+    Attributes
+    ----------
+    src : memoryview
+        The client's host buffer (shared memory, pinned by the service).
+    plan : PlanRecords
+        Checked ranges, records and upload size.
+    """
+
+    src: memoryview
+    plan: PlanRecords
+
+
+class DeviceOutput:
+    """A merged decode's device output, shared by its members; freed when the last lets go."""
+
+    def __init__(self, array: Any, users: int) -> None:
+        self.array = array
+        self._users = users
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        """One member is done with it (its copy synchronised, or discarded)."""
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                self.array = None  # back to the device pool
 
 
 @dataclass
 class PendingDecode:
-    """A measured decode waiting for its write: device buffers and stream."""
+    """One client's measured and written decode, waiting for its copy to the host.
 
-    measured: Any  # runner.Measured
-    data: Any  # device array of the uploaded bytes
-    stream: Any
+    ``chunks`` carry the client's own placement (``place_outputs`` of its
+    records alone); ``pages`` their ``error`` codes. Where a page failed,
+    nothing was kept (``output`` is None) and the client gets the error.
+    """
+
+    chunks: np.ndarray
+    pages: np.ndarray
+    nbytes: int
     decoder: HostedDecoder
-    held: list = field(default_factory=list)  # device memory of the decode: freed after its stream syncs
-    pooled: bool = True  # the stream is the decoder's, given back on close
+    output: DeviceOutput | None = None
+    offset: int = 0
     closed: bool = field(default=False)
 
     @property
-    def chunks(self) -> np.ndarray:
-        """The measured chunk records."""
-        return self.measured.chunks
+    def failed(self) -> bool:
+        """Whether a page of this decode failed."""
+        return bool(np.any(self.pages["error"]))
 
-    @property
-    def pages(self) -> np.ndarray:
-        """The measured page records (``error`` set where a page failed)."""
-        return self.measured.pages
+    def copy_to(self, dst: memoryview) -> None:
+        """Copy the client's Arrow buffers (``nbytes``) into ``dst`` and wait for it.
+
+        Raises
+        ------
+        ValueError
+            The decode failed or is closed, or ``dst`` is not ``nbytes`` long.
+        """
+        if self.closed or self.output is None or self.output.array is None:
+            raise ValueError("no written decode to copy")
+        if len(dst) != self.nbytes:
+            raise ValueError(f"an output of {len(dst)} bytes for a decode of {self.nbytes}")
+        if self.nbytes:
+            self.decoder._copy_out(self.output.array[self.offset : self.offset + self.nbytes], dst)
 
     def close(self) -> None:
-        """Free the device buffers and give the stream back (idempotent)."""
+        """Let go of the device output (idempotent)."""
         if self.closed:
             return
         self.closed = True
-        self.stream.synchronize()
-        self.measured.state.close()
-        self.data = None
-        self.held.clear()
-        if self.pooled:
-            self.decoder._give_back(self.stream)
+        if self.output is not None:
+            self.output.release()
+            self.output = None
 
 
 def _simulated() -> bool:
@@ -76,13 +133,26 @@ def _use_pooled_memory(cuda) -> None:
     cuda.set_memory_manager(PooledDeviceMemory)
 
 
+class _Waiting:
+    """A queued request and where its runner puts the outcome."""
+
+    def __init__(self, request: DecodeRequest) -> None:
+        self.request = request
+        self.done = threading.Event()
+        self.result: PendingDecode | None = None
+        self.error: BaseException | None = None
+
+
 class HostedDecoder:
-    """Runs decode plans on this process's GPU (numba-cuda kernels).
+    """Runs decode plans on this process's GPU (numba-cuda kernels), merging concurrent ones.
 
     Parameters
     ----------
-    streams : int
-        Streams decodes run on; a decode waits for a free one.
+    runners : int
+        Threads that take queued plans and decode them, each on a stream of
+        its own.
+    copy_streams : int
+        Streams the copies to the clients' memory run on.
 
     Raises
     ------
@@ -90,17 +160,20 @@ class HostedDecoder:
         numba-cuda is not installed.
     """
 
-    def __init__(self, streams: int = 4):
+    def __init__(self, runners: int = 2, copy_streams: int = 4):
         from . import runner
         from .cuda_jit import cuda
 
         _use_pooled_memory(cuda)
         self._cuda = cuda
         self._runner = runner
-        self._free: queue.Queue = queue.Queue()
-        for _ in range(max(1, streams)):
-            self._free.put(cuda.stream())
+        self._copy_free: queue.Queue = queue.Queue()
+        for _ in range(max(1, copy_streams)):
+            self._copy_free.put(cuda.stream())
         self._lock = threading.Lock()
+        self._queue: list[_Waiting] = []
+        self._wake = threading.Condition(self._lock)
+        self._closing = False
         # numba loads a kernel into the context on its first launch, and two
         # threads loading the same kernel at once break its bookkeeping
         # ("key already in dictionary: <CUlibrary>", seen on the H200): decodes
@@ -108,111 +181,209 @@ class HostedDecoder:
         self._first_launches = threading.RLock()
         self._warm = False
         self.decodes = 0
+        self.runs = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self._threads = [threading.Thread(target=self._serve, args=(cuda.stream(),), daemon=True,
+                                          name=f"hwdecomp-decoder-{i}") for i in range(max(1, runners))]
+        for t in self._threads:
+            t.start()
 
-    def _give_back(self, stream) -> None:
-        self._free.put(stream)
+    # -- what clients call ----------------------------------------------------
 
-    def measure(self, src: memoryview, ranges: np.ndarray, chunks: np.ndarray, pages: np.ndarray,
-                data_bytes: int, stream=None) -> PendingDecode:
-        """Upload ``ranges`` of ``src`` and measure; the caller closes the result.
+    def decode(self, request: DecodeRequest) -> PendingDecode:
+        """Measure, place and write ``request``'s plan (merged with whatever is queued with it).
 
-        Parameters
-        ----------
-        src : memoryview
-            The client's host buffer (shared memory, pinned by the service).
-        ranges : ndarray of int64, shape (n, 3)
-            Checked upload ranges (source offset, bytes, offset in the device copy).
-        chunks, pages : ndarray
-            Checked CHUNK and PAGE records.
-        data_bytes : int
-            Size of the device copy.
-        stream : numba stream, optional
-            A stream of the caller's (the warm-up's), instead of one of the
-            decoder's (which it waits for).
+        Returns when its decode has run; the caller closes the result. A
+        page error is in the result's ``pages["error"]``, not raised.
+
+        Raises
+        ------
+        RuntimeError
+            The decoder is closed.
+        BaseException
+            Whatever failed on the GPU (the context cannot be trusted after).
         """
-        from .device_hold import holding
+        waiting = _Waiting(request)
+        with self._wake:
+            if self._closing:
+                raise RuntimeError("the GPU decoder is closed")
+            self._queue.append(waiting)
+            self._wake.notify()
+        waiting.done.wait()
+        if waiting.error is not None:
+            raise waiting.error
+        assert waiting.result is not None
+        return waiting.result
 
-        cuda = self._cuda
-        own = stream is None
-        if own:
-            stream = self._free.get()
-        held: list = []
-        try:
-            with holding(held), self._one_at_a_time_until_warm():
-                data = cuda.device_array(max(1, data_bytes), dtype=np.uint8, stream=stream)
-                host = np.frombuffer(src, dtype=np.uint8)
-                for so, n, do in ranges.tolist():
-                    if n:
-                        data[do : do + n].copy_to_device(host[so : so + n], stream=stream)
-                measured = self._runner.measure(data, chunks, pages, stream=stream)
-        except BaseException:
-            stream.synchronize()
-            held.clear()
-            if own:
-                self._give_back(stream)
-            raise
-        with self._lock:
-            self.decodes += 1
-            self.bytes_in += int(data_bytes)
-        return PendingDecode(measured, data, stream, self, held, pooled=own)
-
-    def write(self, pending: PendingDecode, chunks: np.ndarray, dst: memoryview) -> np.ndarray:
-        """Write the Arrow buffers of ``pending`` into ``dst``; returns the page records' errors.
-
-        ``chunks`` are the measured records with the checked placement.
-        """
-        from .device_hold import holding
-
-        cuda = self._cuda
-        stream = pending.stream
-        n = len(dst)
-        with holding(pending.held), self._one_at_a_time_until_warm():
-            out = cuda.device_array(max(1, n), dtype=np.uint8, stream=stream)
-            errors = self._runner.write(pending.measured.state, chunks, out, stream=stream)
-            if n and not np.any(errors):
-                out[:n].copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
-        stream.synchronize()
-        with self._lock:
-            self.bytes_out += n
-        return errors
-
-    def _one_at_a_time_until_warm(self):
-        return contextlib.nullcontext() if self._warm else self._first_launches
+    def decode_together(self, requests: Sequence[DecodeRequest], stream: Any) -> list[PendingDecode]:
+        """Decode ``requests`` as one merged batch on ``stream``, on this thread (the warm-up, tests)."""
+        with self._first_launches:
+            return self._run(list(requests), stream)
 
     def warm_up(self) -> None:
-        """Decode a small table of every output kind and encoding once.
+        """Decode small tables of every output kind and encoding once, together.
 
         numba compiles a kernel on its first launch (or loads it from its
         disk cache); doing that here, when the service starts, keeps it out
         of the first read.
         """
         from .plan import plan_file
-        from .tables import place_outputs
         from .warmup import warmup_files
 
-        # A stream of its own: decodes waiting for the warm-up may hold every
-        # stream of the decoder's.
+        requests = []
+        for data in warmup_files():
+            plan = plan_file(data)
+            requests.append(DecodeRequest(memoryview(data),
+                                          PlanRecords(plan.ranges, plan.chunks, plan.pages, plan.data_bytes)))
+        # One file alone, then all of them merged: both paths launch every kernel.
         stream = self._cuda.stream()
         with self._first_launches:
-            for data in warmup_files():
-                plan = plan_file(data)
-                pending = self.measure(memoryview(data), plan.ranges, plan.chunks, plan.pages, plan.data_bytes,
-                                       stream=stream)
-                try:
-                    chunks = pending.chunks.copy()
-                    out = np.empty(max(place_outputs(chunks), 1), np.uint8)
-                    self.write(pending, chunks, out.data)
-                finally:
-                    pending.close()
+            for group in (requests[:1], requests):
+                for pending in self._run(group, stream, counted=False):
+                    try:
+                        if pending.output is not None:
+                            pending.copy_to(np.empty(pending.nbytes, np.uint8).data)
+                    finally:
+                        pending.close()
             # numba's simulator swaps one process-wide module per launch:
             # there, decodes stay one at a time.
             self._warm = not _simulated()
-        with self._lock:
-            self.decodes = self.bytes_in = self.bytes_out = 0
+
+    def close(self) -> None:
+        """Stop the runners once the queue is empty (idempotent)."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify_all()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join()
 
     def stats(self) -> dict:
-        """Counters: decodes, bytes uploaded, bytes of Arrow output written."""
+        """Counters: decodes, merged runs, bytes uploaded, bytes of Arrow output written."""
         with self._lock:
-            return {"decodes": self.decodes, "decode_bytes_in": self.bytes_in, "decode_bytes_out": self.bytes_out}
+            return {"decodes": self.decodes, "decode_runs": self.runs, "decode_bytes_in": self.bytes_in,
+                    "decode_bytes_out": self.bytes_out}
+
+    # -- the runners ------------------------------------------------------------
+
+    def _take(self) -> list[_Waiting] | None:
+        """The next merged batch: the oldest queued plan and those after it that fit; None once closed."""
+        with self._wake:
+            while not self._queue:
+                if self._closing:
+                    return None
+                self._wake.wait()
+            batch = [self._queue.pop(0)]
+            total = batch[0].request.plan.data_bytes
+            while self._queue and len(batch) < MERGE_PLANS:
+                nxt = self._queue[0].request.plan.data_bytes
+                if total + nxt > MERGE_BYTES:
+                    break
+                batch.append(self._queue.pop(0))
+                total += nxt
+            return batch
+
+    def _serve(self, stream: Any) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            try:
+                with self._one_at_a_time_until_warm():
+                    results = self._run([w.request for w in batch], stream)
+            except BaseException as exc:  # every member gets it; the service exits
+                for w in batch:
+                    w.error = exc
+                    w.done.set()
+                continue
+            for w, r in zip(batch, results):
+                w.result = r
+                w.done.set()
+
+    def _one_at_a_time_until_warm(self):
+        return contextlib.nullcontext() if self._warm else self._first_launches
+
+    def _run(self, requests: list[DecodeRequest], stream: Any, counted: bool = True) -> list[PendingDecode]:
+        """Decode ``requests`` merged; a member whose page fails is taken out and the rest run again.
+
+        ``counted``: whether the decodes count in :meth:`stats` (not the warm-up's).
+        """
+        results: list[PendingDecode | None] = [None] * len(requests)
+        live = list(range(len(requests)))
+        while live:
+            merged = merge_plans([requests[i].plan for i in live])
+            chunks, pages, out = self._measure_and_write(merged, [requests[i] for i in live], stream)
+            failed = False
+            for k, i in enumerate(live):
+                mine = merged.member_pages(k, pages)
+                if mine["error"].any():
+                    results[i] = PendingDecode(merged.member_chunks(k, chunks), mine, 0, self)
+                    failed = True
+            if failed:  # the others are decoded again, without the failed ones
+                live = [i for i in live if results[i] is None]
+                continue
+            output = DeviceOutput(out.array, len(live))
+            for k, i in enumerate(live):
+                mine = merged.member_chunks(k, chunks)
+                base = int(out.base[k])
+                for name in ("out_valid", "out_values", "out_data"):
+                    col = mine[name]
+                    col[col >= 0] -= base
+                results[i] = PendingDecode(mine, merged.member_pages(k, pages), int(out.base[k + 1]) - base, self,
+                                           output, base)
+            with self._lock:
+                if not counted:
+                    break
+                self.decodes += len(live)
+                self.runs += 1
+                self.bytes_in += merged.data_bytes
+                self.bytes_out += int(out.base[-1])
+            break
+        return [r for r in results if r is not None]
+
+    def _measure_and_write(self, merged: MergedPlan, requests: list[DecodeRequest],
+                           stream: Any) -> tuple[np.ndarray, np.ndarray, _Output]:
+        """Upload, measure, place and write ``merged``: (chunks placed, pages with errors, output)."""
+        from .device_hold import holding
+
+        cuda = self._cuda
+        held: list = []  # the decode's inputs and scratch: freed once its stream is synchronised
+        try:
+            with holding(held):
+                data = cuda.device_array(max(1, merged.data_bytes), dtype=np.uint8, stream=stream)
+                for req, base in zip(requests, merged.data_base.tolist()):
+                    host = np.frombuffer(req.src, dtype=np.uint8)
+                    for so, n, do in req.plan.ranges.tolist():
+                        if n:
+                            data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
+                measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream)
+            with measured.state:
+                chunks, pages = measured.chunks, measured.pages
+                if pages["error"].any():
+                    return chunks, pages, _Output(None, np.zeros(1, np.int64))
+                base = place_members(merged, chunks)
+                # Not held: it outlives the decode, until every member's copy.
+                array = cuda.device_array(max(1, int(base[-1])), dtype=np.uint8, stream=stream)
+                with holding(held):
+                    errors = self._runner.write(measured.state, chunks, array, stream=stream)
+            pages = pages.copy()
+            pages["error"] = errors
+            return chunks, pages, _Output(array, base)
+        finally:
+            stream.synchronize()
+            held.clear()
+
+    def _copy_out(self, device: Any, dst: memoryview) -> None:
+        stream = self._copy_free.get()
+        try:
+            device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
+            stream.synchronize()
+        finally:
+            self._copy_free.put(stream)
+
+
+@dataclass(frozen=True)
+class _Output:
+    array: Any
+    base: np.ndarray  # each member's first output byte, and the total

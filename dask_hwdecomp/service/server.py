@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailableError, CorruptPageError
-from ..gpudecode.checks import PlanError, check_placement, check_plan
+from ..gpudecode.checks import PlanError, check_plan
 from ..gpudecode.tables import CHUNK, PAGE, PageError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
@@ -281,6 +281,10 @@ class Service:
             hosted, self._hosted = list(self._hosted.values()), {}
         for h in hosted:
             _close_backend(h.backend)
+        with self._lock:
+            decoder, self._decoder = self._decoder, None
+        if decoder is not None:
+            decoder.close()
 
     # -- hosted backends ---------------------------------------------------
 
@@ -602,6 +606,9 @@ class _Connection:
         return True
 
     def _measure(self, msg: wire.Measure, blob: bytes) -> None:
+        from ..gpudecode.hosted import DecodeRequest
+        from ..gpudecode.merge import PlanRecords
+
         decoder = self.service.decoder()
         src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)
         ranges, chunks, pages = unpack_plan(msg, blob)
@@ -609,7 +616,7 @@ class _Connection:
         with self.lock:
             if len(self.decodes) >= MAX_PENDING_DECODES:
                 raise wire.WireError(f"more than {MAX_PENDING_DECODES} measured decodes wait for their write")
-        pending = decoder.measure(src, ranges, chunks, pages, msg.data_bytes)
+        pending = decoder.decode(DecodeRequest(src, PlanRecords(ranges, chunks, pages, msg.data_bytes)))
         if self._corrupt(msg.rid, pending.pages):
             pending.close()
             return
@@ -625,17 +632,16 @@ class _Connection:
             raise wire.WireError(f"no measured decode {msg.measure} waits for a write")
         try:
             dst = self._view(msg.dst_seg, msg.dst_offset, msg.dst_nbytes)
-            chunks = pending.chunks.copy()
+            chunks = pending.chunks
             if len(blob) != 24 * len(chunks):
                 raise wire.WireError(f"a placement of {len(blob)} bytes for {len(chunks)} chunks")
             placed = np.frombuffer(blob, dtype=np.int64).reshape(-1, 3)
-            check_placement(chunks, placed, msg.dst_nbytes)
-            chunks["out_valid"], chunks["out_values"], chunks["out_data"] = placed.T
-            errors = pending.decoder.write(pending, chunks, dst)
-            pages = pending.pages.copy()
-            pages["error"] = errors
-            if not self._corrupt(msg.rid, pages):
-                self.send(wire.Done(msg.rid, 0))
+            own = np.stack([chunks["out_valid"], chunks["out_values"], chunks["out_data"]], axis=1)
+            if msg.dst_nbytes != pending.nbytes or not np.array_equal(placed, own):
+                raise wire.WireError("a placement other than place_outputs' of the measured chunks "
+                                     f"({msg.dst_nbytes} bytes; the decode wrote {pending.nbytes})")
+            pending.copy_to(dst)
+            self.send(wire.Done(msg.rid, 0))
         finally:
             pending.close()
 
