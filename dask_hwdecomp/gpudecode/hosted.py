@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,6 +139,7 @@ class _Waiting:
 
     def __init__(self, request: DecodeRequest) -> None:
         self.request = request
+        self.queued = time.perf_counter()
         self.done = threading.Event()
         self.result: PendingDecode | None = None
         self.error: BaseException | None = None
@@ -184,6 +186,8 @@ class HostedDecoder:
         self.runs = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        # Seconds: requests waiting in the queue, merged runs, copies out.
+        self.queue_s = self.run_s = self.copy_s = 0.0
         self._threads = [threading.Thread(target=self._serve, args=(cuda.stream(),), daemon=True,
                                           name=f"hwdecomp-decoder-{i}") for i in range(max(1, runners))]
         for t in self._threads:
@@ -260,10 +264,16 @@ class HostedDecoder:
                 t.join()
 
     def stats(self) -> dict:
-        """Counters: decodes, merged runs, bytes uploaded, bytes of Arrow output written."""
+        """Counters: decodes, merged runs, bytes uploaded, bytes of Arrow output written, and seconds.
+
+        Seconds: ``decode_queue_s`` summed over requests waiting for a
+        runner, ``decode_run_s`` of the merged runs, ``decode_copy_s`` of the
+        copies into the clients' memory (waiting for a copy stream included).
+        """
         with self._lock:
             return {"decodes": self.decodes, "decode_runs": self.runs, "decode_bytes_in": self.bytes_in,
-                    "decode_bytes_out": self.bytes_out}
+                    "decode_bytes_out": self.bytes_out, "decode_queue_s": round(self.queue_s, 6),
+                    "decode_run_s": round(self.run_s, 6), "decode_copy_s": round(self.copy_s, 6)}
 
     # -- the runners ------------------------------------------------------------
 
@@ -289,6 +299,9 @@ class HostedDecoder:
             batch = self._take()
             if batch is None:
                 return
+            began = time.perf_counter()
+            with self._lock:
+                self.queue_s += sum(began - w.queued for w in batch)
             try:
                 with self._one_at_a_time_until_warm():
                     results = self._run([w.request for w in batch], stream)
@@ -297,6 +310,8 @@ class HostedDecoder:
                     w.error = exc
                     w.done.set()
                 continue
+            with self._lock:
+                self.run_s += time.perf_counter() - began
             for w, r in zip(batch, results):
                 w.result = r
                 w.done.set()
@@ -375,12 +390,15 @@ class HostedDecoder:
             held.clear()
 
     def _copy_out(self, device: Any, dst: memoryview) -> None:
+        began = time.perf_counter()
         stream = self._copy_free.get()
         try:
             device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
             stream.synchronize()
         finally:
             self._copy_free.put(stream)
+        with self._lock:
+            self.copy_s += time.perf_counter() - began
 
 
 @dataclass(frozen=True)

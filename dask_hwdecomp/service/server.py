@@ -361,6 +361,10 @@ class Service:
                    "refused": self.counters.refused, "runs": self.counters.runs}
             hosted = [h.backend for h in self._hosted.values()]
             decoder = self._decoder
+            maps = [c.segments for c in self._connections]
+        # Page-locking the clients' segments (on each connection's reader thread).
+        out["host_registrations"] = sum(m.registrations for m in maps)
+        out["host_register_s"] = round(sum(m.register_s for m in maps), 6)
         if decoder is not None:
             out.update(decoder.stats())
         calls = pages = 0

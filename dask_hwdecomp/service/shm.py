@@ -21,6 +21,7 @@ import mmap
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -209,6 +210,7 @@ class SegmentMap:
         self._maps: dict[int, _Mapped] = {}
         self.registrations = 0
         self.registration_failures = 0
+        self.register_s = 0.0  # seconds spent page-locking segments
 
     def add(self, seg_id: int, fd: int) -> None:
         """Map the segment whose descriptor came with a ``Share`` (the fd is closed here).
@@ -239,9 +241,11 @@ class SegmentMap:
         if self._register is not None:
             import numpy as np
 
+            began = time.perf_counter()
             try:
                 handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), len(view))
                 self.registrations += 1
+                self.register_s += time.perf_counter() - began
             except Exception:  # still correct unpinned, only slower: counted, not fatal
                 self.registration_failures += 1
         with self._lock:
