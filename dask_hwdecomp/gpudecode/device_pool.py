@@ -5,7 +5,8 @@ numba allocates every device array with ``cuMemAlloc`` and frees it with
 concurrent clients, each on a stream of its own, would run one after the
 other. :class:`PooledDeviceMemory` is a numba External Memory Management
 plugin that keeps freed blocks by size class and lends them again, up to a
-cap of idle bytes; in steady state a decode allocates nothing.
+cap of idle bytes (a request takes the smallest idle block up to twice its
+size); in steady state a decode allocates nothing.
 
 A block goes back to the pool when its numba array is collected, and a
 kernel may still be using it then: the decode's code drops scratch arrays
@@ -53,21 +54,35 @@ class PooledDeviceMemory(GetIpcHandleMixin, HostOnlyCUDAMemoryManager):
     def memalloc(self, size):
         want = size_class(max(int(size), 1), minimum=_MIN_BLOCK)
         with self._lock:
-            blocks = self._idle.get(want)
-            ptr = blocks.pop() if blocks else None
+            got = self._fitting(want)
+            ptr = self._idle[got].pop() if got else None
             if ptr is not None:
-                self._idle_bytes -= want
+                self._idle_bytes -= got
                 self.reuses += 1
         if ptr is None:
+            got = want
             ptr = self._attempt_allocation(lambda: driver.cuMemAlloc(want))
             with self._lock:
                 self.allocations += 1
         ctx = weakref.proxy(self.context)
-        mem = MemoryPointer(ctx, ptr, size, finalizer=_giver(self, ptr, want))
+        mem = MemoryPointer(ctx, ptr, size, finalizer=_giver(self, ptr, got))
         holder = current_holder()
         if holder is not None:
             holder.append(mem)
         return mem
+
+    def _fitting(self, want: int) -> int:
+        """The smallest idle size class from ``want`` (a size class) to twice it (0: none; the lock held).
+
+        Merged decodes vary in size from one to the next: an exact class
+        alone would rarely be idle, and every ``cuMemAlloc`` synchronises
+        the device.
+        """
+        best = 0
+        for size, blocks in self._idle.items():
+            if blocks and want <= size <= 2 * want and (not best or size < best):
+                best = size
+        return best
 
     def _give_back(self, ptr, nbytes: int) -> None:
         with self._lock:

@@ -20,10 +20,10 @@ decode's uploads and kernels overlap another's Python.
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,7 +154,7 @@ class HostedDecoder:
         Threads that take queued plans and decode them, each on a stream of
         its own.
     copy_streams : int
-        Streams the copies to the clients' memory run on.
+        Threads (each with a stream) the copies to the clients' memory run on.
 
     Raises
     ------
@@ -169,9 +169,10 @@ class HostedDecoder:
         _use_pooled_memory(cuda)
         self._cuda = cuda
         self._runner = runner
-        self._copy_free: queue.Queue = queue.Queue()
-        for _ in range(max(1, copy_streams)):
-            self._copy_free.put(cuda.stream())
+        # Copies run on threads of their own, each with its stream: a new
+        # thread's first CUDA call costs numba a context lookup (about 1 ms).
+        self._copier = ThreadPoolExecutor(max(1, copy_streams), thread_name_prefix="hwdecomp-decoder-copy")
+        self._copy_local = threading.local()
         self._lock = threading.Lock()
         self._queue: list[_Waiting] = []
         self._wake = threading.Condition(self._lock)
@@ -262,6 +263,7 @@ class HostedDecoder:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join()
+        self._copier.shutdown(wait=True)
 
     def stats(self) -> dict:
         """Counters: decodes, merged runs, bytes uploaded, bytes of Arrow output written, and seconds.
@@ -391,14 +393,16 @@ class HostedDecoder:
 
     def _copy_out(self, device: Any, dst: memoryview) -> None:
         began = time.perf_counter()
-        stream = self._copy_free.get()
-        try:
-            device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
-            stream.synchronize()
-        finally:
-            self._copy_free.put(stream)
+        self._copier.submit(self._copy_on_this_thread, device, dst).result()
         with self._lock:
             self.copy_s += time.perf_counter() - began
+
+    def _copy_on_this_thread(self, device: Any, dst: memoryview) -> None:
+        stream = getattr(self._copy_local, "stream", None)
+        if stream is None:
+            stream = self._copy_local.stream = self._cuda.stream()
+        device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
+        stream.synchronize()
 
 
 @dataclass(frozen=True)
