@@ -86,8 +86,10 @@ def test_service_segments_are_mapped_and_registered_once(standin):
     for _ in range(100):
         assert_outputs(run_batch(standin, jobs, src, dst_len), jobs, expected)
     after = standin.stats()
-    for key in ("pinned_allocations", "pinned_held_bytes", "host_registrations", "mapped_segments"):
+    for key in ("pinned_allocations", "pinned_held_bytes", "host_registrations", "host_register_s",
+                "all_host_registrations", "all_host_register_s", "mapped_segments"):
         assert after[key] == before[key], (key, before, after)
+    assert after["all_host_registrations"] >= after["host_registrations"]
     assert after["foreign_copies"] == 0 and after["restarts"] == 0
 
 

@@ -362,9 +362,9 @@ class Service:
             hosted = [h.backend for h in self._hosted.values()]
             decoder = self._decoder
             maps = [c.segments for c in self._connections]
-        # Page-locking the clients' segments (on each connection's reader thread).
-        out["host_registrations"] = sum(m.registrations for m in maps)
-        out["host_register_s"] = round(sum(m.register_s for m in maps), 6)
+        # Page-locking the connected clients' segments (on each connection's reader thread).
+        out["all_host_registrations"] = sum(m.registrations for m in maps)
+        out["all_host_register_s"] = round(sum(m.register_s for m in maps), 6)
         if decoder is not None:
             out.update(decoder.stats())
         calls = pages = 0
@@ -658,5 +658,6 @@ class _Connection:
         out["mapped_segments"] = len(self.segments)
         out["host_registrations"] = self.segments.registrations
         out["host_registration_failures"] = self.segments.registration_failures
+        out["host_register_s"] = round(self.segments.register_s, 6)
         out.update(self.service.stats())
         return {k: v for k, v in out.items() if isinstance(v, (int, float, str, bool))}

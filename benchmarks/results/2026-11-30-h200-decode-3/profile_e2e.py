@@ -27,6 +27,6 @@ if __name__ == "__main__":
                 if flag and os.path.exists(flag):
                     os.remove(flag)
                 s1 = status()
-                d = {k: round(s1.get(k, 0) - s0.get(k, 0), 4) for k in ("decodes", "decode_runs", "decode_queue_s", "decode_run_s", "decode_copy_s", "host_registrations", "host_register_s", "gpu_calls") if isinstance(s1.get(k, 0), (int, float))}
+                d = {k: round(s1.get(k, 0) - s0.get(k, 0), 4) for k in ("decodes", "decode_runs", "decode_queue_s", "decode_run_s", "decode_copy_s", "all_host_registrations", "all_host_register_s", "gpu_calls") if isinstance(s1.get(k, 0), (int, float))}
                 print(f"{name} decode={decode} rep {rep}: {dt*1000:.0f} ms = {0.4/dt:.2f} GB/s; service: {d}", flush=True)
                 del df
