@@ -94,3 +94,21 @@ def test_a_closed_decoder_refuses_new_decodes():
     decoder.close()
     with pytest.raises(RuntimeError, match="closed"):
         decoder.decode(_request(_tiny(0)))
+
+
+def test_a_run_that_fails_as_a_whole_fails_its_callers_and_the_runner_goes_on():
+    decoder = HostedDecoder(runners=1, copy_streams=1)
+    try:
+        data = _tiny(0)
+        good = _request(data)
+        # Upload ranges of the wrong shape: the run fails before the kernels
+        # (the service's checks refuse such a plan before it gets here).
+        plan = good.plan
+        broken = DecodeRequest(good.src, PlanRecords(plan.ranges[:, :2], plan.chunks, plan.pages, plan.data_bytes))
+        with pytest.raises(ValueError):
+            decoder.decode(broken)
+        cols = _decode(decoder, data)
+        want = pq.read_table(io.BytesIO(data))
+        assert all(cols[name].equals(want.column(name)) for name in want.column_names)
+    finally:
+        decoder.close()
