@@ -273,11 +273,13 @@ table = pa.table({"i": np.arange(n), "f": pa.array(np.arange(n) * 0.5, mask=np.a
                  schema=schema)
 path = Path(sys.argv[1])
 pq.write_table(table, path, compression="none", row_group_size=16)
-fig = measure_gpudecode([path], 1, allow_simulator=True)
+other = path.with_name("g.parquet")
+pq.write_table(table.slice(5, 6), other, compression="none", row_group_size=16)
+fig = measure_gpudecode([path, other], 1, allow_simulator=True)
 # the buffers' sizes (nbytes counts a string array's offsets without the last one)
-fig["arrow_nbytes"] = sum(b.size for col in pq.read_table(path).columns for chunk in col.chunks
+fig["arrow_nbytes"] = sum(b.size for p in (path, other) for col in pq.read_table(p).columns for chunk in col.chunks
                           for b in chunk.buffers() if b is not None)
-fig["plan_bytes"] = plan_file(path.read_bytes()).data_bytes
+fig["plan_bytes"] = sum(plan_file(p.read_bytes()).data_bytes for p in (path, other))
 print(json.dumps(fig))
 """
 
@@ -296,8 +298,9 @@ def test_gpudecode_part_counts_the_arrow_output_under_the_simulator(tmp_path):
     fig = json.loads(out.stdout.strip().splitlines()[-1])
     assert fig["output_bytes"] == fig["arrow_nbytes"]
     assert fig["input_bytes"] == fig["plan_bytes"] > 0
-    assert fig["files"] == 1 and fig["chunks"] == 12 and fig["gpu_columns"] == ["f", "i", "s", "t"]
+    assert fig["files"] == 2 and fig["chunks"] == 12 + 4 and fig["gpu_columns"] == ["f", "i", "s", "t"]
     assert fig["seconds"]["n"] == 1 and _positive(fig["output_gbps"]) and _positive(fig["input_gbps"])
+    assert fig["merged_seconds"]["n"] == 1 and _positive(fig["merged_output_gbps"])
     assert fig["output_gbps"]["median"] / fig["input_gbps"]["median"] == pytest.approx(
         fig["output_bytes"] / fig["input_bytes"])
 
@@ -329,7 +332,11 @@ def test_report_renders_the_decode_rows(tmp_path):
                "gpudecode": {"lineitem": {"files": 2, "chunks": 8, "pages": 64, "input_bytes": 9 * 10**8,
                                           "output_bytes": 10**9, "output_gbps": summarize([150.0, 140.0, 160.0]),
                                           "input_gbps": summarize([135.0]), "fallbacks": {"c": "INT96"},
-                                          "timing": "measure + place_outputs + write"}}}
+                                          "merged_output_gbps": summarize([400.0]),
+                                          "timing": "measure + place_outputs + write", "merged_timing": "one batch"},
+                             "entropy": {"files": 1, "chunks": 4, "pages": 8, "input_bytes": 10**8,
+                                         "output_bytes": 10**8, "output_gbps": summarize([50.0]),
+                                         "input_gbps": summarize([50.0]), "merged_error": "CudaAPIError: out of memory"}}}
     checks = check_targets(results)
     text = render_report(results, checks, {})
     assert "| GPU decoding: lineitem, LocalCluster 4x4, snappy: throughput, hwdecomp-auto (decode on the GPU) ÷ " \
@@ -338,6 +345,8 @@ def test_report_renders_the_decode_rows(tmp_path):
            "(measure + place + write) | >= 100 GB/s | 150.0 GB/s | met |" in text
     assert "÷ pyarrow on snappy | reference | 4.60 | reference |" in text
     assert "| lineitem | hwdecomp-auto | snappy | 75% | 2 | 1 | INT96 (25%) |" in text
-    assert "| lineitem | 2 | 0.900 | 1.000 | 150 (140–160) | 135 | c (INT96) |" in text
+    assert "| lineitem | 2 | 0.900 | 1.000 | 150 (140–160) | 400 | 135 | c (INT96) |" in text
+    assert "merged: one batch, as the GPU service decodes reads that reach it together" in text
+    assert "| entropy | 1 | 0.100 | 0.100 | 50.0 | error: CudaAPIError: out of memory | 50.0 | – |" in text
     assert "| lineitem | hwdecomp-auto | snappy | 0.100 | 0.100 | 0.200 | 0.300 | 0.400 |" in text
     assert "hwdecomp-auto-decode-cpu is the same read at the default decode='cpu'" in text

@@ -13,6 +13,12 @@ copy of the output to the host; included: the small copies of the CHUNK
 and PAGE records the runner makes to and from the device (the host places
 the outputs between the two phases, as in a read).
 
+Then the same files are timed **merged**, as the GPU service decodes the
+batches of reads that reach it together (:mod:`~dask_hwdecomp.gpudecode.merge`):
+one device copy of every file's bytes, and per repeat one measure, the
+host's placement of every file's outputs
+(:func:`~dask_hwdecomp.gpudecode.merge.place_members`) and one write.
+
 Output bytes are the Arrow buffers' bytes (validity bitmaps, values,
 offsets, string data; without the alignment gaps between buffers), input
 bytes those of the column chunks decoded.
@@ -30,10 +36,11 @@ import numpy as np
 
 from .stats import summarize
 
-__all__ = ["unavailable", "measure_gpudecode", "arrow_output_bytes", "TIMING"]
+__all__ = ["unavailable", "measure_gpudecode", "arrow_output_bytes", "TIMING", "MERGED_TIMING"]
 
 TIMING = ("measure + place_outputs + write per file, device synchronized around each repeat; files uploaded "
           "before, output not copied back")
+MERGED_TIMING = "one measure + place_members + write of all the files merged into one batch"
 
 
 def unavailable(allow_simulator: bool = False) -> str | None:
@@ -84,6 +91,7 @@ class _File:
     data: Any
     out: Any
     output_bytes: int
+    measured: np.ndarray  # the chunks as measured (string bytes), which size the outputs
 
 
 def _decode(f: _File, measure, write, place_outputs) -> int:
@@ -107,7 +115,7 @@ def measure_gpudecode(paths: Sequence[Path], repeats: int, tick: Callable[[], An
     repeats : int
         Timed repeats, after one warm-up pass (compilation, allocation).
     tick : callable, optional
-        Called after the warm-up and after each repeat.
+        Called after the warm-up and after each repeat (file by file, then merged).
     allow_simulator : bool
         Run under numba's CUDA simulator (tests).
 
@@ -116,9 +124,12 @@ def measure_gpudecode(paths: Sequence[Path], repeats: int, tick: Callable[[], An
     dict
         ``files``, ``chunks``, ``pages``, ``input_bytes``, ``output_bytes``,
         summaries of ``seconds``, ``output_gbps`` and ``input_gbps`` (one
-        value per repeat, all files), ``gpu_columns`` and ``fallbacks``
-        (columns left to pyarrow, with the reason) of the first file, and
-        ``timing`` (what is timed).
+        value per repeat, all files, file by file), of ``merged_seconds``
+        and ``merged_output_gbps`` (the files merged into one batch; or
+        ``merged_error``, why that failed),
+        ``gpu_columns`` and ``fallbacks`` (columns left to pyarrow, with the
+        reason) of the first file, and ``timing`` and ``merged_timing``
+        (what is timed).
 
     Raises
     ------
@@ -137,20 +148,22 @@ def measure_gpudecode(paths: Sequence[Path], repeats: int, tick: Callable[[], An
     from ..gpudecode.tables import place_outputs
 
     files: list[_File] = []
+    gathered: list[np.ndarray] = []
     first = None
     for path in paths:
         buf = np.fromfile(path, np.uint8)
         plan = plan_file(buf, path=str(path))
         if first is None:
             first = plan
-        data = cuda.to_device(plan.gather(buf))
+        gathered.append(plan.gather(buf))
+        data = cuda.to_device(gathered[-1])
         # The output's size needs the measured records: measure once now.
         m = measure(data, plan.chunks, plan.pages)
         with m.state:
             placed = m.chunks.copy()
             size = place_outputs(placed)
         files.append(_File(str(path), plan.chunks, plan.pages, data, cuda.device_array(size, np.uint8),
-                           arrow_output_bytes(placed)))
+                           arrow_output_bytes(placed), m.chunks))
     output_bytes = sum(f.output_bytes for f in files)
     input_bytes = sum(int(f.data.shape[0]) for f in files)
     chunks = sum(len(f.chunks) for f in files)
@@ -171,8 +184,15 @@ def measure_gpudecode(paths: Sequence[Path], repeats: int, tick: Callable[[], An
             seconds.append(time.perf_counter() - t0)
             if tick:
                 tick()
+        merged_seconds: list[float] = []
+        merged_error = None
+        try:
+            merged_seconds = _time_merged(files, gathered, repeats, tick)
+        except Exception as exc:  # (device memory, say) the file-by-file figures still count
+            merged_error = f"{type(exc).__name__}: {exc}"
     finally:
         files.clear()  # the device memory goes back before the next part
+        gathered.clear()
     assert first is not None
     return {
         "files": len(paths),
@@ -183,7 +203,53 @@ def measure_gpudecode(paths: Sequence[Path], repeats: int, tick: Callable[[], An
         "seconds": summarize(seconds),
         "output_gbps": summarize([output_bytes / 1e9 / s for s in seconds]),
         "input_gbps": summarize([input_bytes / 1e9 / s for s in seconds]),
+        **({"merged_error": merged_error} if merged_error else {
+            "merged_seconds": summarize(merged_seconds),
+            "merged_output_gbps": summarize([output_bytes / 1e9 / s for s in merged_seconds])}),
         "gpu_columns": sorted(first.gpu_columns[0]),
         "fallbacks": dict(sorted(first.fallbacks[0].items())),
         "timing": TIMING,
+        "merged_timing": MERGED_TIMING,
     }
+
+
+def _time_merged(files: list[_File], gathered: list[np.ndarray], repeats: int,
+                 tick: Callable[[], Any] | None) -> list[float]:
+    """Seconds of each repeat decoding ``files`` merged into one batch (the kernels are warm by then).
+
+    Raises
+    ------
+    RuntimeError
+        A page the kernels report as corrupt.
+    """
+    from ..gpudecode.cuda_jit import cuda
+    from ..gpudecode.merge import PlanRecords, merge_plans, place_members
+    from ..gpudecode.runner import measure, write
+
+    none = np.zeros((0, 3), np.int64)
+    merged = merge_plans([PlanRecords(none, f.chunks, f.pages, int(f.data.shape[0])) for f in files])
+    host = np.zeros(max(1, merged.data_bytes), np.uint8)
+    for g, base in zip(gathered, merged.data_base.tolist()):
+        host[base : base + len(g)] = g
+    data = cuda.to_device(host)
+    # The output's size, from the records each file measured alone.
+    sized = merge_plans([PlanRecords(none, f.measured, f.pages, int(f.data.shape[0])) for f in files])
+    out = cuda.device_array(max(1, int(place_members(sized, sized.chunks.copy())[-1])), np.uint8)
+    seconds = []
+    for _ in range(repeats):
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        m = measure(data, merged.chunks, merged.pages)
+        with m.state as state:
+            placed = m.chunks.copy()
+            if int(place_members(merged, placed)[-1]) > out.shape[0]:
+                raise RuntimeError("the merged files measured more output than each file alone")
+            errors = write(state, placed, out)
+        cuda.synchronize()
+        seconds.append(time.perf_counter() - t0)
+        if tick:
+            tick()
+        bad = int(np.count_nonzero(errors) + np.count_nonzero(m.pages["error"]))
+        if bad:
+            raise RuntimeError(f"the GPU decode kernels reported {bad} page error(s) in the merged files")
+    return seconds

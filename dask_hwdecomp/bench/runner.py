@@ -19,7 +19,8 @@ The parts, each selectable:
 ``gpudecode``
     The GPU decode kernels alone on each dataset's uncompressed files, the
     files already on the device (:mod:`.gpudecode`): GB/s of Arrow output
-    and of input. Skipped, with the reason, without a CUDA device.
+    and of input, file by file and all files merged into one batch.
+    Skipped, with the reason, without a CUDA device.
 
 Results are written after every part, so a run cut short keeps what it
 measured. The generated datasets are removed at the end unless
@@ -271,7 +272,7 @@ def _gpudecode(cfg: BenchConfig, datasets: dict, results: dict) -> None:
         return
     out = results.setdefault("gpudecode", {})
     for name, ds in datasets.items():
-        with _bar(cfg, cfg.repeats + 1, f"GPU decode kernels: {name}") as bar:
+        with _bar(cfg, 2 * cfg.repeats + 1, f"GPU decode kernels: {name}") as bar:
             try:
                 out[name] = measure_gpudecode(sorted(Path(ds.dirs["uncompressed"]).glob("*.parquet")), cfg.repeats,
                                               tick=bar.update)

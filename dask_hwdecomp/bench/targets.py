@@ -538,6 +538,9 @@ def _kernel_check(results: dict) -> list[dict]:
                    f"input {fig['input_gbps']['median']:.1f} GB/s; {fig['files']} files, {fig['chunks']} column "
                    f"chunks, {fig['pages']} pages ({fig['pages'] / max(1, fig['files']):.0f} a file, one launch "
                    "sequence a file)"]
+            if "merged_output_gbps" in fig:
+                why.append(f"the files merged into one batch, as the GPU service decodes concurrent reads: "
+                           f"{fig['merged_output_gbps']['median']:.1f} GB/s")
             if fig.get("fallbacks"):
                 why.append("left to pyarrow: " + ", ".join(f"{c} ({r})" for c, r in fig["fallbacks"].items()))
             check["limit"] = "; ".join(why)
