@@ -226,15 +226,15 @@ def _time_merged(files: list[_File], gathered: list[np.ndarray], repeats: int,
     from ..gpudecode.merge import PlanRecords, merge_plans, place_members
     from ..gpudecode.runner import measure, write
 
+    # The records each file measured alone: their string bytes size the output
+    # (measure itself starts from zero).
     none = np.zeros((0, 3), np.int64)
-    merged = merge_plans([PlanRecords(none, f.chunks, f.pages, int(f.data.shape[0])) for f in files])
+    merged = merge_plans([PlanRecords(none, f.measured, f.pages, int(f.data.shape[0])) for f in files])
     host = np.zeros(max(1, merged.data_bytes), np.uint8)
     for g, base in zip(gathered, merged.data_base.tolist()):
         host[base : base + len(g)] = g
     data = cuda.to_device(host)
-    # The output's size, from the records each file measured alone.
-    sized = merge_plans([PlanRecords(none, f.measured, f.pages, int(f.data.shape[0])) for f in files])
-    out = cuda.device_array(max(1, int(place_members(sized, sized.chunks.copy())[-1])), np.uint8)
+    out = cuda.device_array(max(1, int(place_members(merged, merged.chunks.copy())[-1])), np.uint8)
     seconds = []
     for _ in range(repeats):
         cuda.synchronize()

@@ -330,38 +330,36 @@ class HostedDecoder:
         live = list(range(len(requests)))
         while live:
             merged = merge_plans([requests[i].plan for i in live])
-            chunks, pages, out = self._measure_and_write(merged, [requests[i] for i in live], stream)
+            done = self._measure_and_write(merged, [requests[i] for i in live], stream)
             failed = False
             for k, i in enumerate(live):
-                mine = merged.member_pages(k, pages)
+                mine = merged.member_pages(k, done.pages)
                 if mine["error"].any():
-                    results[i] = PendingDecode(merged.member_chunks(k, chunks), mine, 0, self)
+                    results[i] = PendingDecode(merged.member_chunks(k, done.chunks), mine, 0, self)
                     failed = True
             if failed:  # the others are decoded again, without the failed ones
                 live = [i for i in live if results[i] is None]
                 continue
-            output = DeviceOutput(out.array, len(live))
+            output = DeviceOutput(done.array, len(live))
             for k, i in enumerate(live):
-                mine = merged.member_chunks(k, chunks)
-                base = int(out.base[k])
+                mine = merged.member_chunks(k, done.chunks)
+                base = int(done.base[k])
                 for name in ("out_valid", "out_values", "out_data"):
                     col = mine[name]
                     col[col >= 0] -= base
-                results[i] = PendingDecode(mine, merged.member_pages(k, pages), int(out.base[k + 1]) - base, self,
-                                           output, base)
-            with self._lock:
-                if not counted:
-                    break
-                self.decodes += len(live)
-                self.runs += 1
-                self.bytes_in += merged.data_bytes
-                self.bytes_out += int(out.base[-1])
+                results[i] = PendingDecode(mine, merged.member_pages(k, done.pages), int(done.base[k + 1]) - base,
+                                           self, output, base)
+            if counted:
+                with self._lock:
+                    self.decodes += len(live)
+                    self.runs += 1
+                    self.bytes_in += merged.data_bytes
+                    self.bytes_out += int(done.base[-1])
             break
         return [r for r in results if r is not None]
 
-    def _measure_and_write(self, merged: MergedPlan, requests: list[DecodeRequest],
-                           stream: Any) -> tuple[np.ndarray, np.ndarray, _Output]:
-        """Upload, measure, place and write ``merged``: (chunks placed, pages with errors, output)."""
+    def _measure_and_write(self, merged: MergedPlan, requests: list[DecodeRequest], stream: Any) -> _Written:
+        """Upload, measure, place and write ``merged`` (no output where a page failed)."""
         from .device_hold import holding
 
         cuda = self._cuda
@@ -378,7 +376,7 @@ class HostedDecoder:
             with measured.state:
                 chunks, pages = measured.chunks, measured.pages
                 if pages["error"].any():
-                    return chunks, pages, _Output(None, np.zeros(1, np.int64))
+                    return _Written(chunks, pages, None, np.zeros(1, np.int64))
                 base = place_members(merged, chunks)
                 # Not held: it outlives the decode, until every member's copy.
                 array = cuda.device_array(max(1, int(base[-1])), dtype=np.uint8, stream=stream)
@@ -386,7 +384,7 @@ class HostedDecoder:
                     errors = self._runner.write(measured.state, chunks, array, stream=stream)
             pages = pages.copy()
             pages["error"] = errors
-            return chunks, pages, _Output(array, base)
+            return _Written(chunks, pages, array, base)
         finally:
             stream.synchronize()
             held.clear()
@@ -406,6 +404,10 @@ class HostedDecoder:
 
 
 @dataclass(frozen=True)
-class _Output:
-    array: Any
+class _Written:
+    """A merged decode after its write: the placed records, the pages' errors, the device output."""
+
+    chunks: np.ndarray  # merged CHUNK records, placed member by member
+    pages: np.ndarray  # merged PAGE records, ``error`` after measure and write
+    array: Any  # the device output, or None where a page failed
     base: np.ndarray  # each member's first output byte, and the total
