@@ -287,6 +287,11 @@ class StandinHwEngine:
         self._device_range(src, nbytes)
         stream.queue.append(lambda: ctypes.memmove(dst, src, nbytes))
 
+    def dtod(self, dst: int, src: int, nbytes: int, stream) -> None:
+        # The destination is the GPU decoder's memory (numba's simulator: host memory too).
+        self._device_range(src, nbytes)
+        stream.queue.append(lambda: ctypes.memmove(dst, src, nbytes))
+
     def memset_d32(self, dst: int, value: int, count: int, stream) -> None:
         self._device_range(dst, 4 * count)
         words = np.full(count, value, dtype=np.uint32)  # held by the closure until it runs

@@ -174,7 +174,7 @@ def test_wire_carries_both_crcs():
     jobs, _, _, _ = _checked_batch()
     blob = pack_jobs(jobs)
     end = max(max(j.src_offset + j.src_size, j.dst_offset + j.dst_size) for j in jobs)
-    back, _ = unpack_jobs(Run(1, 1, 0, end, 2, 0, end, len(jobs), 0), blob)
+    back, _ = unpack_jobs(Run(1, 1, 0, end, 2, 0, end, len(jobs), 0, False), blob)
     assert [(j.crc32, j.page_crc) for j in back] == [(j.crc32, j.page_crc) for j in jobs]
 
 

@@ -47,7 +47,7 @@ def standin_service(tmp_path_factory):
 
         directory = tmp_path_factory.mktemp("svc")
         mp.setattr(registry, "get_backend", get_backend)
-        yield
+        yield opened
     for b in opened.values():
         b.close()
 
@@ -98,3 +98,46 @@ def test_read_table_decode_gpu_and_cpu_agree(standin_service, tmp_path):
     cpu = read_table(path, backend="auto", decode="cpu")
     assert gpu.equals(pq.read_table(path)) and cpu.equals(gpu)
     assert {w for (_, w, _) in report.columns} == {"gpu"}
+
+
+def _kept_stats(opened) -> dict:
+    (backend,) = opened.values()
+    return {k: v for k, v in backend.stats().items() if k.startswith(("kept_", "decode_bytes"))}
+
+
+def test_the_decoder_reads_the_pages_the_service_kept_on_the_device(standin_service, tmp_path):
+    path = _write(tmp_path) + "/part0.parquet"
+    read_table(path, backend="auto", decode="gpu")  # the service and its decoder started
+    before = _kept_stats(standin_service)
+    got = read_table(path, backend="auto", decode="gpu")
+    after = _kept_stats(standin_service)
+    assert got.equals(pq.read_table(path))
+    assert after["kept_runs"] > before["kept_runs"]
+    assert after["kept_used"] - before["kept_used"] == after["kept_runs"] - before["kept_runs"]
+    # every data page body came from the device; headers and the like from the host
+    kept = after["decode_bytes_kept"] - before["decode_bytes_kept"]
+    read = after["decode_bytes_in"] - before["decode_bytes_in"]
+    assert 0.5 * read < kept <= read
+    assert (after["kept_bytes"], after["kept_waiting"]) == (0, 0)
+
+
+def test_pages_kept_for_a_batch_the_gpu_does_not_decode_are_dropped(standin_service, tmp_path):
+    table = pa.table({"nested": pa.array([[i, i + 1] for i in range(200)])})  # left to pyarrow
+    pq.write_table(table, tmp_path / "nested.parquet", compression="snappy")
+    read_table(str(tmp_path / "nested.parquet"), backend="auto", decode="auto")
+    before = _kept_stats(standin_service)
+    got = read_table(str(tmp_path / "nested.parquet"), backend="auto", decode="auto")
+    after = _kept_stats(standin_service)
+    assert got.equals(table)
+    assert after["kept_runs"] > before["kept_runs"]
+    assert after["kept_dropped"] - before["kept_dropped"] == after["kept_runs"] - before["kept_runs"]
+    assert after["kept_used"] == before["kept_used"]
+    assert (after["kept_bytes"], after["kept_waiting"]) == (0, 0)
+
+
+def test_decode_cpu_keeps_nothing_on_the_device(standin_service, tmp_path):
+    path = _write(tmp_path) + "/part1.parquet"
+    read_table(path, backend="auto", decode="cpu")
+    before = _kept_stats(standin_service)
+    read_table(path, backend="auto", decode="cpu")
+    assert _kept_stats(standin_service)["kept_runs"] == before.get("kept_runs", 0)

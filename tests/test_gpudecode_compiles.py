@@ -47,6 +47,13 @@ RECORD = textwrap.dedent('''
     for data in warmup_files():
         plan = plan_file(data)
         decode_host(plan.gather(data), plan.chunks, plan.pages)
+    # the patch kernel of uploads from pages kept on the device
+    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpudecode.kernels_copy import PATCH_THREADS, patch_kernel
+
+    rows = np.array([[0, 4, 8]], np.int64)
+    patch_kernel[1, PATCH_THREADS](cuda.to_device(np.arange(8, dtype=np.uint8)), cuda.to_device(np.zeros(16, np.uint8)),
+                                   cuda.to_device(rows))
     with open(sys.argv[1], "wb") as f:
         pickle.dump(sorted(launches, key=repr), f)
 ''')

@@ -138,14 +138,14 @@ def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, 
             wire.send(sock, wire.Share(1, 1 << 16), fds=[os.dup(f.fileno())])
         jobs, src, dst_len, _ = make_batch([Algo.SNAPPY], [3000] * 2, seed=1)
         blob = wire.pack_jobs(jobs)
-        wire.send(sock, wire.Run(7, 9, 0, len(src), 1, 0, dst_len, 2, 0), blob)
+        wire.send(sock, wire.Run(7, 9, 0, len(src), 1, 0, dst_len, 2, 0, False), blob)
         reply, _, _ = wire.receive(sock)
         assert isinstance(reply, wire.Refused) and "names segment 9, which was not shared" in reply.reason
         end = max(j.dst_offset + j.dst_size for j in jobs)
-        wire.send(sock, wire.Run(8, 1, 0, len(src), 1, 0, end - 1, 2, 0), blob)
+        wire.send(sock, wire.Run(8, 1, 0, len(src), 1, 0, end - 1, 2, 0, False), blob)
         reply, _, _ = wire.receive(sock)
         assert isinstance(reply, wire.Refused) and "job 1 has an output range outside" in reply.reason
-        wire.send(sock, wire.Run(9, 1, 0, len(src), 1, 0, dst_len, 3, 0), blob)
+        wire.send(sock, wire.Run(9, 1, 0, len(src), 1, 0, dst_len, 3, 0, False), blob)
         reply, _, _ = wire.receive(sock)
         assert isinstance(reply, wire.Refused) and "carried" in reply.reason
         assert service.counters.runs == 0  # nothing reached the backend

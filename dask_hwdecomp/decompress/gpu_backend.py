@@ -98,6 +98,8 @@ class GpuBackend:
     # Outputs come back in runs that include the bytes between them (page
     # headers the reader writes afterwards); the router passes ``protect``.
     overwrites_gaps = True
+    # ``decompress`` can also keep the outputs on the device (``keep``).
+    keeps_outputs = True
 
     def __init__(self, name: str, ops, launcher, options: Options, owned: Sequence = (),
                  redo_on_cpu: bool = False):
@@ -127,7 +129,7 @@ class GpuBackend:
     # -- the protocol -------------------------------------------------------
 
     def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview,
-                   protect: Sequence[tuple[int, int]] = ()) -> int:
+                   protect: Sequence[tuple[int, int]] = (), keep=None) -> int:
         """Decompress ``jobs`` on the GPU; outputs are in ``dst`` on return.
 
         Parameters
@@ -138,6 +140,11 @@ class GpuBackend:
         protect : sequence of (int, int)
             Sorted ``dst`` ranges holding other backends' outputs: bytes
             between this backend's outputs are overwritten except there.
+        keep : Keeper, optional
+            Also keeps the outputs on the device, in blocks this
+            :class:`~dask_hwdecomp.gpu.stream_runner.Keeper` lends (the GPU
+            service's decoder reads them there); a block of a part with a
+            failed job is given back.
 
         Returns
         -------
@@ -177,7 +184,7 @@ class GpuBackend:
                 raise
             if frames and any(stored is not None for _, stored in frames):
                 zstd_sums[i] = frames
-        parts = [Part(part, src, dst, protect) for part in split_by_budget(jobs, _output_bytes, self.options.batch_bytes)]
+        parts = [Part(part, src, dst, protect, keep=keep) for part in split_by_budget(jobs, _output_bytes, self.options.batch_bytes)]
         results = self._open().batcher.run(parts)
         failed = [f for failures in results for f in failures]
         rank = {id(job): i for i, job in enumerate(jobs)}

@@ -163,6 +163,11 @@ class CudaOps:
 
         check(driver.cuMemcpyDtoHAsync(dst, src, nbytes, stream.native), "copying from the device")
 
+    def dtod(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
+        from cuda.bindings import driver
+
+        check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, stream.native), "copying on the device")
+
     def memset_d32(self, dst: int, value: int, count: int, stream: Stream) -> None:
         """Set ``count`` 32-bit words at device address ``dst`` to ``value``, in stream order."""
         from cuda.bindings import driver

@@ -41,7 +41,9 @@ class Part:
     """One caller's share of a call.
 
     ``protect`` holds sorted, disjoint ``(start, end)`` ranges of ``dst`` that
-    copies back must not touch.
+    copies back must not touch. ``keep``, a
+    :class:`~dask_hwdecomp.gpu.stream_runner.Keeper`, also keeps the part's
+    outputs on the device when all its jobs succeed.
     """
 
     jobs: Sequence[Job]
@@ -49,6 +51,7 @@ class Part:
     dst: memoryview
     protect: Sequence[tuple[int, int]] = ()
     owner: Any = None  # whatever the batcher uses to hand results back
+    keep: Any = None
 
     @property
     def out_bytes(self) -> int:

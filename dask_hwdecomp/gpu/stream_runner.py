@@ -19,6 +19,12 @@ or memory outside the arena. Such a launcher says ``contains_failures =
 False``, and a call in which any job failed is run once more without the
 failed jobs (every caller's outputs may have been hit); if that run fails
 too, no output of it is trusted: all its jobs are returned as failed.
+
+A part with a ``keep`` (:class:`Keeper`) also has its outputs copied, on
+the device, into a block the keeper lends, in the same stream order as the
+copies back: the GPU decoder reads the decompressed pages from there
+rather than from the host. The keeper gets the block only when every job
+of the part succeeded in a call that is trusted; else it gets it back.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
 from .staging import DEVICE_ALIGN, Part, place
 
-__all__ = ["StreamRunner", "Launcher", "Prepared", "Failure"]
+__all__ = ["StreamRunner", "Launcher", "Prepared", "Failure", "Keeper"]
 
 _UNTRUSTED = "not trusted: its call failed twice, and a failed engine operation may write past its output"
 
@@ -83,6 +89,41 @@ class Launcher(Protocol):
         ...
 
 
+class Keeper(Protocol):
+    """Where a part's outputs are kept on the device after its call."""
+
+    def reserve(self, nbytes: int) -> Any | None:
+        """A device block of ``nbytes`` (its ``address`` an int), or None: nothing is kept."""
+        ...
+
+    def keep(self, block: Any, spans: np.ndarray, outputs: np.ndarray) -> None:
+        """``block`` holds the part's outputs.
+
+        ``spans``: int64 rows (offset in the part's ``dst``, bytes, offset
+        in the block) of what was copied, the bytes between outputs
+        included; ``outputs``: rows (offset in ``dst``, bytes) of the jobs'
+        outputs, the only bytes of the spans that are right.
+        """
+        ...
+
+    def release(self, block: Any) -> None:
+        """``block`` is not kept after all (a job of the part failed, or its call)."""
+        ...
+
+
+class _Keeping(NamedTuple):
+    """A part's outputs copied into a keeper's block, not yet handed over."""
+
+    part: int
+    block: Any
+    spans: np.ndarray
+
+
+class _Outcome(NamedTuple):
+    failures: list[list[Failure]]
+    keeps: list[_Keeping]
+
+
 class StreamRunner:
     """A stream, a device arena and a pinned scratch block.
 
@@ -116,30 +157,71 @@ class StreamRunner:
         CudaError, NvcompError
             The call as a whole failed.
         """
-        failures = self._run_once(parts)
+        outcome = self._run_once(parts)
+        failures = outcome.failures
         # A job with a status was not run (the engine call left it out), and
         # one a checksum explains was not run (page CRC) or wrote exactly its
         # size (gzip CRC); one that ran to a wrong size may have written
         # anywhere after its output.
         ran_wrong = any(f.status is None and f.checksum is None for fs in failures for f in fs)
         if getattr(self.launcher, "contains_failures", True) or not ran_wrong:
+            self._hand_over(parts, outcome)
             return failures
+        for k in outcome.keeps:  # the run may have written over any output
+            parts[k.part].keep.release(k.block)
         failed = {id(f.job) for fs in failures for f in fs}
         again = [Part([j for j in part.jobs if id(j) not in failed], part.src, part.dst, part.protect)
                  for part in parts]
-        if any(self._run_once(again)):
+        if any(self._run_once(again).failures):
             for part, fs in zip(again, failures):
                 fs.extend(Failure(j, -1, _UNTRUSTED) for j in part.jobs)
         return failures
 
-    def _run_once(self, parts: Sequence[Part]) -> list[list[Failure]]:
+    def _hand_over(self, parts: Sequence[Part], outcome: _Outcome) -> None:
+        """Each kept block to its part's keeper, or back where a job of the part failed."""
+        for k in outcome.keeps:
+            part = parts[k.part]
+            if outcome.failures[k.part]:
+                part.keep.release(k.block)
+                continue
+            outputs = np.array([(j.dst_offset, j.dst_size) for j in part.jobs if j.dst_size],
+                               dtype=np.int64).reshape(-1, 2)
+            part.keep.keep(k.block, k.spans, outputs)
+
+    def _queue_keeps(self, parts: Sequence[Part], d2h: Sequence, data: int, keeps: list[_Keeping]) -> None:
+        """Copy the outputs of the parts that keep them into their keepers' blocks (stream order)."""
+        copies: dict[int, list] = {}
+        for c in d2h:
+            if c.nbytes and parts[c.part].keep is not None:
+                copies.setdefault(c.part, []).append(c)
+        for p, mine in copies.items():
+            block = parts[p].keep.reserve(sum(c.nbytes for c in mine))
+            if block is None:
+                continue
+            keeps.append(_Keeping(p, block, np.zeros((len(mine), 3), dtype=np.int64)))
+            at = 0
+            for i, c in enumerate(mine):
+                self.ops.dtod(block.address + at, data + c.arena_offset, c.nbytes, self.stream)
+                keeps[-1].spans[i] = (c.host_offset, c.nbytes, at)
+                at += c.nbytes
+
+    def _run_once(self, parts: Sequence[Part]) -> _Outcome:
+        keeps: list[_Keeping] = []
+        try:
+            return self._run_keeping(parts, keeps)
+        except BaseException:
+            for k in keeps:
+                parts[k.part].keep.release(k.block)
+            raise
+
+    def _run_keeping(self, parts: Sequence[Part], keeps: list[_Keeping]) -> _Outcome:
         ops, stream = self.ops, self.stream
         launcher = self.launcher
         failures: list[list[Failure]] = [[] for _ in parts]
         plan = place(parts, launcher.input_align, launcher.order)
         n = len(plan.jobs)
         if not n:
-            return failures
+            return _Outcome(failures, keeps)
         prepared = launcher.prepare(plan.jobs, stream)
         dev_bytes, host_bytes, state = prepared.device_bytes, prepared.host_bytes, prepared.state
         checks = crc_checks(plan)
@@ -196,6 +278,7 @@ class StreamRunner:
         for c in plan.d2h:
             if c.nbytes:
                 ops.dtoh(dst_addr[c.part] + c.host_offset, data + c.arena_offset, c.nbytes, stream)
+        self._queue_keeps(parts, plan.d2h, data, keeps)
         ops.synchronize(stream)
         actual = np.zeros(n, dtype=np.uint64)
         status = np.zeros(n, dtype=np.int32)
@@ -213,7 +296,7 @@ class StreamRunner:
             # speaks only for an output of the right size.
             why = found.get("page") or (None if k in bad else found.get("gzip"))
             failures[int(plan.part_of[k])].append(Failure(plan.jobs[k], int(actual[k]), text, why))
-        return failures
+        return _Outcome(failures, keeps)
 
     def stats(self) -> dict:
         return {

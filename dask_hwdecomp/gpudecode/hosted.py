@@ -15,11 +15,17 @@ upload) and decode them as one batch (:mod:`~.merge`), so concurrent reads
 share one launch sequence, and the service's Python per launch is paid
 once for all of them. Each runner has a stream of its own, so one merged
 decode's uploads and kernels overlap another's Python.
+
+A request may come with the pages the service kept on the device when it
+decompressed them (:class:`~.uploads.KeptPages`): the decoder then copies
+them on the device and uploads only what they lack (:mod:`~.uploads`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -30,8 +36,11 @@ from typing import Any
 import numpy as np
 
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
+from .uploads import KeptPages, pack_patches, plan_uploads
 
 __all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS"]
+
+logger = logging.getLogger("dask_hwdecomp")
 
 # A merged decode takes queued plans while their uploads stay under this
 # (a larger plan runs alone) ...
@@ -50,10 +59,14 @@ class DecodeRequest:
         The client's host buffer (shared memory, pinned by the service).
     plan : PlanRecords
         Checked ranges, records and upload size.
+    kept : tuple of KeptPages
+        Pages of ``src`` the service kept on the device (offsets relative
+        to ``src``), read there instead of from ``src``.
     """
 
     src: memoryview
     plan: PlanRecords
+    kept: tuple[KeptPages, ...] = ()
 
 
 class DeviceOutput:
@@ -117,6 +130,19 @@ class PendingDecode:
         if self.output is not None:
             self.output.release()
             self.output = None
+
+
+def _kept_on_device(request: DecodeRequest, cuda: Any) -> DecodeRequest:
+    """``request`` with its bytes also kept on the device, all but each range's first 16 (the warm-up).
+
+    So a warm-up decode copies pages on the device and patches the rest
+    from the host, as a read whose pages the service kept does.
+    """
+    host = np.frombuffer(request.src, dtype=np.uint8)
+    ranges = request.plan.ranges[request.plan.ranges[:, 1] > 32]
+    outputs = np.stack([ranges[:, 0] + 16, ranges[:, 1] - 16], axis=1).astype(np.int64)
+    spans = np.array([[0, len(host), 0]], dtype=np.int64)
+    return dataclasses.replace(request, kept=(KeptPages(cuda.to_device(host), spans, outputs),))
 
 
 def _simulated() -> bool:
@@ -186,6 +212,7 @@ class HostedDecoder:
         self.decodes = 0
         self.runs = 0
         self.bytes_in = 0
+        self.bytes_kept = 0
         self.bytes_out = 0
         # Seconds: requests waiting in the queue, merged runs, copies out.
         self.queue_s = self.run_s = self.copy_s = 0.0
@@ -241,10 +268,11 @@ class HostedDecoder:
             plan = plan_file(data)
             requests.append(DecodeRequest(memoryview(data),
                                           PlanRecords(plan.ranges, plan.chunks, plan.pages, plan.data_bytes)))
-        # One file alone, then all of them merged: both paths launch every kernel.
+        # One file alone, then all of them merged (the first from pages kept
+        # on the device): both paths launch every kernel.
         stream = self._cuda.stream()
         with self._first_launches:
-            for group in (requests[:1], requests):
+            for group in (requests[:1], [_kept_on_device(requests[0], self._cuda), *requests[1:]]):
                 for pending in self._run(group, stream, counted=False):
                     try:
                         if pending.output is not None:
@@ -266,7 +294,11 @@ class HostedDecoder:
         self._copier.shutdown(wait=True)
 
     def stats(self) -> dict:
-        """Counters: decodes, merged runs, bytes uploaded, bytes of Arrow output written, and seconds.
+        """Counters: decodes, merged runs, bytes in, bytes of Arrow output written, and seconds.
+
+        ``decode_bytes_in`` counts every byte the kernels read,
+        ``decode_bytes_kept`` those copied from pages kept on the device
+        rather than uploaded.
 
         Seconds: ``decode_queue_s`` summed over requests waiting for a
         runner, ``decode_run_s`` of the merged runs, ``decode_copy_s`` of the
@@ -274,7 +306,8 @@ class HostedDecoder:
         """
         with self._lock:
             return {"decodes": self.decodes, "decode_runs": self.runs, "decode_bytes_in": self.bytes_in,
-                    "decode_bytes_out": self.bytes_out, "decode_queue_s": round(self.queue_s, 6),
+                    "decode_bytes_kept": self.bytes_kept, "decode_bytes_out": self.bytes_out,
+                    "decode_queue_s": round(self.queue_s, 6),
                     "decode_run_s": round(self.run_s, 6), "decode_copy_s": round(self.copy_s, 6)}
 
     # -- the runners ------------------------------------------------------------
@@ -341,6 +374,7 @@ class HostedDecoder:
                 live = [i for i in live if results[i] is None]
                 continue
             output = DeviceOutput(done.array, len(live))
+            kept_bytes = done.kept_bytes
             for k, i in enumerate(live):
                 mine = merged.member_chunks(k, done.chunks)
                 base = int(done.base[k])
@@ -354,6 +388,7 @@ class HostedDecoder:
                     self.decodes += len(live)
                     self.runs += 1
                     self.bytes_in += merged.data_bytes
+                    self.bytes_kept += kept_bytes
                     self.bytes_out += int(done.base[-1])
             break
         return [r for r in results if r is not None]
@@ -367,16 +402,12 @@ class HostedDecoder:
         try:
             with holding(held):
                 data = cuda.device_array(max(1, merged.data_bytes), dtype=np.uint8, stream=stream)
-                for req, base in zip(requests, merged.data_base.tolist()):
-                    host = np.frombuffer(req.src, dtype=np.uint8)
-                    for so, n, do in req.plan.ranges.tolist():
-                        if n:
-                            data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
+                kept_bytes = self._upload(data, requests, merged.data_base.tolist(), stream)
                 measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream)
             with measured.state:
                 chunks, pages = measured.chunks, measured.pages
                 if pages["error"].any():
-                    return _Written(chunks, pages, None, np.zeros(1, np.int64))
+                    return _Written(chunks, pages, None, np.zeros(1, np.int64), kept_bytes)
                 base = place_members(merged, chunks)
                 # Not held: it outlives the decode, until every member's copy.
                 array = cuda.device_array(max(1, int(base[-1])), dtype=np.uint8, stream=stream)
@@ -384,10 +415,56 @@ class HostedDecoder:
                     errors = self._runner.write(measured.state, chunks, array, stream=stream)
             pages = pages.copy()
             pages["error"] = errors
-            return _Written(chunks, pages, array, base)
+            return _Written(chunks, pages, array, base, kept_bytes)
         finally:
             stream.synchronize()
             held.clear()
+
+    def _upload(self, data: Any, requests: list[DecodeRequest], bases: list[int], stream: Any) -> int:
+        """Fill ``data`` for ``requests`` (each at its base): kept pages, then the host; the bytes kept.
+
+        Device copies first, a span at a time; then large host pieces one
+        by one; then every small host piece of every request, packed into
+        one upload and put in place by one :func:`~.kernels_copy.patch_kernel`
+        launch (all on ``stream``, so the host overwrites the bytes between
+        kept outputs).
+        """
+        cuda = self._cuda
+        kept_bytes = 0
+        packs, rows = [], []
+        packed_at = 0
+        for req, base in zip(requests, bases):
+            host = np.frombuffer(req.src, dtype=np.uint8)
+            try:
+                up = plan_uploads(req.plan.ranges, list(req.kept))
+            except ValueError as exc:  # never expected: the service made them; the host has every byte
+                logger.warning("pages kept on the device not used: %s", exc)
+                up = plan_uploads(req.plan.ranges, [])
+            for k, copies in up.device:
+                block = req.kept[k].array
+                for bo, do, n in copies.tolist():
+                    data[base + do : base + do + n].copy_to_device(block[bo : bo + n], stream=stream)
+            kept_bytes += up.device_bytes
+            for so, n, do in up.host.tolist():
+                data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
+            if len(up.patches):
+                pack, where = pack_patches(host, up.patches)
+                where[:, 0] += packed_at
+                where[:, 1] += base
+                packs.append(pack)
+                rows.append(where)
+                packed_at += len(pack)
+        if rows:
+            from .kernels_copy import PATCH_THREADS, patch_kernel
+
+            packed = cuda.to_device(np.concatenate(packs), stream=stream)
+            table = cuda.to_device(np.concatenate(rows), stream=stream)
+            patch_kernel[len(table), PATCH_THREADS, stream](packed, data, table)
+        return kept_bytes
+
+    def device_block(self, nbytes: int) -> Any:
+        """``nbytes`` of the decoder's device memory (its pool), for pages kept until a decode reads them."""
+        return self._cuda.device_array(max(1, nbytes), dtype=np.uint8)
 
     def _copy_out(self, device: Any, dst: memoryview) -> None:
         began = time.perf_counter()
@@ -411,3 +488,4 @@ class _Written:
     pages: np.ndarray  # merged PAGE records, ``error`` after measure and write
     array: Any  # the device output, or None where a page failed
     base: np.ndarray  # each member's first output byte, and the total
+    kept_bytes: int  # bytes copied from pages kept on the device

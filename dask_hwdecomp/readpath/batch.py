@@ -143,10 +143,12 @@ def _in_service(router: Router) -> bool:
 
 
 def decode_columns(images: list[Image], router: Router, options: Options, report: ReadReport,
-                   dst: memoryview | None = None) -> None:
+                   dst: memoryview | None = None, kept=None) -> None:
     """Decode on the GPU the column chunks it supports, into each image's ``decoded``.
 
     Where the GPU decodes nothing, each image's ``cpu_reason`` says why.
+    ``kept``: the batch's pages the GPU service kept on the device
+    (:func:`~dask_hwdecomp.readpath.gpu_columns.keeping_for`).
     """
     why = "" if _always and _column_decoder is not None else cpu_decode_reason(options, router)
     if why:
@@ -162,7 +164,7 @@ def decode_columns(images: list[Image], router: Router, options: Options, report
         backend = decoder_of(router)
         if backend is None or dst is None:
             raise BackendUnavailableError("the GPU decoder needs a GPU backend in the GPU service")
-        decode_on_gpu(images, dst, backend, options, report)
+        decode_on_gpu(images, dst, backend, options, report, kept)
 
 
 class DecompressedBatch:
@@ -231,17 +233,28 @@ def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Option
         dst_buf = allocate_images(backend, layout, plans, options)
         buffers.callback(dst_buf.close)
         dst = dst_buf.view
-        with report.stage("decompress"):
-            router.run(layout.jobs, src, dst, report)
-        with report.stage("scan"):
-            layout.fill(dst, src)
-        images = build_images(plans, layout, dst)
-        decode_columns(images, router, options, report, dst)
+        # The pages the GPU service decompresses stay on the device for the
+        # decode, until the batch is decoded (only where it decodes on the GPU).
+        with _keeping(router, options) as kept:
+            with report.stage("decompress"):
+                router.run(layout.jobs, src, dst, report)
+            with report.stage("scan"):
+                layout.fill(dst, src)
+            images = build_images(plans, layout, dst)
+            decode_columns(images, router, options, report, dst, kept)
     except BaseException:
         buffers.close()
         raise
     report.files += len(plans)
     return DecompressedBatch(images, buffers)
+
+
+def _keeping(router: Router, options: Options):
+    if _column_decoder is not None or cpu_decode_reason(options, router):
+        return contextlib.nullcontext(None)
+    from .gpu_columns import keeping_for
+
+    return keeping_for(router, options)
 
 
 def scan_and_lay_out(src, files: list[FileSpec], options: Options) -> BatchLayout:

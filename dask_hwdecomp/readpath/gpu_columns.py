@@ -12,6 +12,7 @@ shared output. pyarrow decodes every other column from the image, and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
@@ -23,9 +24,10 @@ from ..options import Options
 from ..report import ReadReport
 from ..service.client import ServiceBackend
 from ..service.decoding import DecoderLost, decode_in_service
+from ..service.keeping import KeptRuns
 from .batch import Image
 
-__all__ = ["decode_on_gpu", "decoder_of", "LOST"]
+__all__ = ["decode_on_gpu", "decoder_of", "keeping_for", "LOST"]
 
 logger = logging.getLogger("dask_hwdecomp")
 
@@ -39,6 +41,19 @@ def decoder_of(router) -> ServiceBackend | None:
     return backend if isinstance(backend, ServiceBackend) else None
 
 
+def keeping_for(router, options: Options) -> contextlib.AbstractContextManager[KeptRuns | None]:
+    """Around a batch's decompression and decode: keep its pages on the device where it decodes on the GPU.
+
+    Yields the :class:`~dask_hwdecomp.service.keeping.KeptRuns` of
+    :meth:`ServiceBackend.keeping` when the batch's GPU backend runs in the
+    GPU service and ``decode`` is not ``"cpu"``; else None (nothing kept).
+    """
+    backend = decoder_of(router)
+    if backend is None or options.decode == "cpu":
+        return contextlib.nullcontext(None)
+    return backend.keeping()
+
+
 def _columns(image: Image) -> list[str]:
     """The leaf columns the image holds (the piece's planned chunks)."""
     names = []
@@ -50,8 +65,12 @@ def _columns(image: Image) -> list[str]:
 
 
 def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend, options: Options,
-                  report: ReadReport) -> None:
+                  report: ReadReport, kept: KeptRuns | None = None) -> None:
     """Decode the batch's GPU-decodable column chunks into each image's ``decoded``.
+
+    ``kept``: the batch's runs whose outputs the service kept on the
+    device (:meth:`ServiceBackend.keeping`); the decode reads those pages
+    there.
 
     Raises
     ------
@@ -73,7 +92,7 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend,
     if not len(plan.chunks):
         return
     try:
-        out = decode_in_service(backend, plan, dst)
+        out = decode_in_service(backend, plan, dst, kept)
     except (BackendUnavailableError, DecoderLost) as exc:
         if options.decode == "gpu":
             raise

@@ -43,6 +43,7 @@ daemonic worker process.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import os
@@ -52,7 +53,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ from ..gpu.errors import CudaError, NvcompError
 from ..jobs import Algo, Job
 from ..options import Options
 from . import wire
+from .keeping import KeptRuns
 from .rundir import ServiceAddress, ServiceUnreachable, address_for
 from .server import peer_of
 from .shm import SharedBuffer, SharedPool, SharedSegment
@@ -487,10 +489,12 @@ class _Request:
     blob: bytes
     njobs: int
     nprotect: int
+    kept: KeptRuns | None = None  # where the tokens of outputs kept on the device go
 
     def message(self, rid: int) -> tuple[wire.Run, bytes]:
         return wire.Run(rid, self.src.segment.id, self.src.offset, self.src.nbytes, self.dst.segment.id,
-                        self.dst.offset, self.dst.nbytes, self.njobs, self.nprotect), self.blob
+                        self.dst.offset, self.dst.nbytes, self.njobs, self.nprotect,
+                        self.kept is not None), self.blob
 
 
 @dataclass(frozen=True)
@@ -544,6 +548,7 @@ class ServiceBackend:
         self._lock = threading.Lock()
         self._closed = False
         self._attachment: _Attachment | None = None
+        self._local = threading.local()  # the batch keeping its outputs on this thread, if any
         self._pool = SharedPool(cap_bytes or pinned_cap(options), on_free=self._forget)
         try:
             caps = self._attached().capabilities
@@ -594,6 +599,22 @@ class ServiceBackend:
         """
         return self._pool.get(nbytes)
 
+    @contextlib.contextmanager
+    def keeping(self) -> Iterator[KeptRuns]:
+        """Inside the block, this thread's runs keep their outputs on the device for a decode.
+
+        Yields the :class:`~dask_hwdecomp.service.keeping.KeptRuns` their
+        tokens are recorded in; tokens not taken by a decode are dropped in
+        the service when the block ends.
+        """
+        saved = getattr(self._local, "kept", None)
+        kept = self._local.kept = KeptRuns()
+        try:
+            yield kept
+        finally:
+            self._local.kept = saved
+            kept.drop_all()
+
     def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview,
                    protect: Sequence[tuple[int, int]] = ()) -> int:
         """Decompress ``jobs`` in the service; outputs are in ``dst`` on return.
@@ -623,8 +644,11 @@ class ServiceBackend:
             src_ref = self._ref(src, staged, copy_in=True)
             # A gap-writing backend rewrites bytes between outputs: stage them too.
             dst_ref = self._ref(dst, staged, copy_in=bool(self.overwrites_gaps))
+            # Outputs kept on the device are named by where they lie in the
+            # shared buffer: not for a staged copy.
+            kept = getattr(self._local, "kept", None) if dst_ref.staged is None else None
             request = _Request(src_ref, dst_ref, wire.pack_jobs(jobs) + wire.pack_protect(protect),
-                               len(jobs), len(protect))
+                               len(jobs), len(protect), kept)
             nbytes = sum(j.src_size + j.dst_size for j in jobs)
             deadline = self.options.gpu_timeout_s + nbytes / _DEADLINE_BYTES_PER_S
             outcome = self._attempt(jobs, request, deadline)
@@ -682,6 +706,8 @@ class ServiceBackend:
             att.die(f"closed its connection ({exc})")
             return _Failure(f"died (closed its connection: {exc})", None)
         if isinstance(reply, wire.Done):
+            if request.kept is not None and reply.kept >= 0:
+                request.kept.add(att, request.dst.segment.id, request.dst.offset, request.dst.nbytes, reply.kept)
             return reply.redone
         if isinstance(reply, wire.Corrupt):
             if not 0 <= reply.index < len(jobs):

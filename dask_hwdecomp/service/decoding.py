@@ -31,6 +31,7 @@ from ..errors import BackendUnavailableError, CorruptPageError, HwdecompError
 from ..gpudecode.tables import place_outputs
 from . import wire
 from .client import ServiceBackend, ServiceGone
+from .keeping import KeptRuns
 
 __all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service"]
 
@@ -121,7 +122,7 @@ class OutputOwner:
         weakref.finalize(self, returns.queue.append, (shared, nbytes))
 
 
-def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput:
+def decode_in_service(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns | None = None) -> DecodeOutput:
     """Decode ``plan``'s chunks in the service; see :func:`_decode_once`.
 
     A connection found closed before the service saw the decode (its
@@ -132,11 +133,11 @@ def decode_in_service(backend: ServiceBackend, plan, src: memoryview) -> DecodeO
     CorruptPageError, BackendUnavailableError, DecoderLost
     """
     try:
-        return _decode_once(backend, plan, src)
+        return _decode_once(backend, plan, src, kept)
     except DecoderLost as exc:
         if not exc.retryable:
             raise
-        return _decode_once(backend, plan, src)
+        return _decode_once(backend, plan, src, kept)
 
 
 def _share(att, segment) -> None:
@@ -147,7 +148,7 @@ def _share(att, segment) -> None:
         raise _Closed(f"the GPU service's connection was closed ({exc})") from None
 
 
-def _decode_once(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput:
+def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns | None) -> DecodeOutput:
     """Decode ``plan``'s chunks from ``src`` (the batch's shared buffer) in the service.
 
     Parameters
@@ -159,6 +160,10 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput
         ``pages``, ``ranges``, ``data_bytes`` and ``page_location(page)``.
     src : memoryview
         The host buffer the plan's ranges read.
+    kept : KeptRuns, optional
+        The batch's runs whose outputs the service kept on the device: the
+        measure names those that lie in ``src``, and the service reads
+        their pages there rather than from ``src``.
 
     Raises
     ------
@@ -178,8 +183,10 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview) -> DecodeOutput
         att = backend._attached()
         blob = (np.ascontiguousarray(plan.ranges, dtype=np.int64).tobytes() + plan.chunks.tobytes()
                 + plan.pages.tobytes())
+        tokens = [] if kept is None or src_ref.staged is not None else kept.take(
+            att, src_ref.segment.id, src_ref.offset, src_ref.nbytes)
         measure_msg = wire.Measure(0, src_ref.segment.id, src_ref.offset, src_ref.nbytes, int(plan.data_bytes),
-                                   len(plan.ranges), len(plan.chunks), len(plan.pages))
+                                   len(plan.ranges), len(plan.chunks), len(plan.pages), tokens)
         _share(att, src_ref.segment)
         reply, rid = _ask(att, lambda rid: (_with_rid(measure_msg, rid), blob), deadline)
         _raise_for(reply, plan, "measure")

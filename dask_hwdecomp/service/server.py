@@ -44,6 +44,7 @@ from ..gpudecode.checks import PlanError, check_plan
 from ..gpudecode.tables import CHUNK, PAGE, PageError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
+from .kept import KeptStore, RunKeeper
 from .rundir import ServiceAddress
 from .shm import SegmentMap
 
@@ -188,6 +189,7 @@ class Service:
         self._decoder: Any = None
         self._decoder_error: str | None = None
         self._warming = False
+        self.kept = KeptStore()
 
     # -- the accept loop ---------------------------------------------------
 
@@ -367,6 +369,7 @@ class Service:
         out["all_host_register_s"] = round(sum(m.register_s for m in maps), 6)
         if decoder is not None:
             out.update(decoder.stats())
+            out.update(self.kept.stats())
         calls = pages = 0
         for backend in hosted:
             stats = getattr(backend, "stats", None)
@@ -438,6 +441,7 @@ class _Connection:
                 pending, self.decodes = list(self.decodes.values()), {}
             for p in pending:
                 p.close()
+            self.service.kept.drop(self)
             self.segments.close()
             self.sock.close()
             self.service.detach(self.key, self)
@@ -515,6 +519,8 @@ class _Connection:
                     pending = self.decodes.pop(msg.measure, None)
                 if pending is not None:
                     pending.close()
+            elif isinstance(msg, wire.Drop):
+                self.service.kept.drop(self, [t for t in msg.kept if isinstance(t, int)])
             elif isinstance(msg, wire.Forget):
                 self.segments.forget(msg.seg_id)
             elif isinstance(msg, wire.StatsRequest):
@@ -542,7 +548,7 @@ class _Connection:
             self._refuse(run.rid, f"run {run.rid}: {exc}")
             return
         self.service.counters.runs += 1
-        self._spawn(self._run, (run.rid, jobs, src, dst, protect), f"hwdecomp-run-{self.peer.pid}-{run.rid}")
+        self._spawn(self._run, (run, jobs, src, dst, protect), f"hwdecomp-run-{self.peer.pid}-{run.rid}")
 
     def _spawn(self, target, args: tuple, name: str) -> None:
         """Run ``target(*args)`` on a thread of its own, joined before the connection closes."""
@@ -560,13 +566,28 @@ class _Connection:
         logging.shutdown()
         os._exit(3)
 
-    def _run(self, rid: int, jobs, src: memoryview, dst: memoryview, protect) -> None:
+    def _keeper(self, run: wire.Run) -> RunKeeper | None:
+        """Where ``run``'s outputs are kept on the device: when asked, by a backend that can, for a decoder."""
+        if not run.keep or not getattr(self.backend, "keeps_outputs", False):
+            return None
+        try:
+            decoder = self.service.decoder()
+        except BackendUnavailableError:
+            return None
+        return RunKeeper(self.service.kept, decoder.device_block)
+
+    def _run(self, run: wire.Run, jobs, src: memoryview, dst: memoryview, protect) -> None:
+        rid = run.rid
+        keeper = self._keeper(run)
+        kw: dict[str, Any] = {} if keeper is None else {"keep": keeper}
         try:
             if getattr(self.backend, "overwrites_gaps", False):
-                redone = self.backend.decompress(jobs, src, dst, protect=protect)
+                redone = self.backend.decompress(jobs, src, dst, protect=protect, **kw)
             else:
-                redone = self.backend.decompress(jobs, src, dst)
+                redone = self.backend.decompress(jobs, src, dst, **kw)
         except CorruptPageError as exc:
+            if keeper is not None:
+                keeper.release_all()
             index = exc.location.page if exc.location is not None else None
             if index is None:  # not tied to a job: the batch as a whole
                 self.send(wire.Failed(rid, type(exc).__name__, exc.reason, -1, ""))
@@ -575,7 +596,10 @@ class _Connection:
         except BaseException as exc:  # the batch failed as a whole
             self._fail_and_exit(rid, exc, "batch")
         else:
-            self.send(wire.Done(rid, int(redone or 0)))
+            token = -1
+            if keeper is not None and keeper.pages:
+                token = self.service.kept.put(self, run.dst_seg, run.dst_offset, keeper.pages)
+            self.send(wire.Done(rid, int(redone or 0), token))
         finally:
             with self.lock:
                 self.runs.discard(threading.current_thread())
@@ -613,14 +637,20 @@ class _Connection:
         from ..gpudecode.hosted import DecodeRequest
         from ..gpudecode.merge import PlanRecords
 
-        decoder = self.service.decoder()
-        src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)
-        ranges, chunks, pages = unpack_plan(msg, blob)
-        check_plan(ranges, chunks, pages, msg.data_bytes, msg.src_nbytes)
-        with self.lock:
-            if len(self.decodes) >= MAX_PENDING_DECODES:
-                raise wire.WireError(f"more than {MAX_PENDING_DECODES} measured decodes wait for their write")
-        pending = decoder.decode(DecodeRequest(src, PlanRecords(ranges, chunks, pages, msg.data_bytes)))
+        kept = self.service.kept.take(self, [t for t in msg.kept if isinstance(t, int)], msg.src_seg,
+                                      msg.src_offset, msg.src_nbytes)
+        try:
+            decoder = self.service.decoder()
+            src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)
+            ranges, chunks, pages = unpack_plan(msg, blob)
+            check_plan(ranges, chunks, pages, msg.data_bytes, msg.src_nbytes)
+            with self.lock:
+                if len(self.decodes) >= MAX_PENDING_DECODES:
+                    raise wire.WireError(f"more than {MAX_PENDING_DECODES} measured decodes wait for their write")
+            pending = decoder.decode(DecodeRequest(src, PlanRecords(ranges, chunks, pages, msg.data_bytes),
+                                                   tuple(kept)))
+        finally:  # read (the decode's stream synchronised) or not at all
+            self.service.kept.release(kept)
         if self._corrupt(msg.rid, pending.pages):
             pending.close()
             return
@@ -645,7 +675,7 @@ class _Connection:
                 raise wire.WireError("a placement other than place_outputs' of the measured chunks "
                                      f"({msg.dst_nbytes} bytes; the decode wrote {pending.nbytes})")
             pending.copy_to(dst)
-            self.send(wire.Done(msg.rid, 0))
+            self.send(wire.Done(msg.rid, 0, -1))
         finally:
             pending.close()
 

@@ -34,7 +34,7 @@ from ..jobs import Algo, Job, PageCrc
 
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
-    "Attach", "Share", "Forget", "Run", "Measure", "Write", "Discard", "StatsRequest", "Stop",
+    "Attach", "Share", "Forget", "Run", "Measure", "Write", "Discard", "Drop", "StatsRequest", "Stop",
     "Hello", "Unavailable", "Done", "Measured", "Corrupt", "Failed", "Stats", "Refused",
 ]
 
@@ -114,7 +114,11 @@ class Forget(Message):
 
 @dataclass(frozen=True)
 class Run(Message):
-    """Client to service: decompress ``njobs`` jobs (binary part) from src to dst."""
+    """Client to service: decompress ``njobs`` jobs (binary part) from src to dst.
+
+    ``keep``: also keep the outputs on the device for a decode of them
+    (the :class:`Done` names them).
+    """
 
     rid: int
     src_seg: int
@@ -125,6 +129,7 @@ class Run(Message):
     dst_nbytes: int
     njobs: int
     nprotect: int
+    keep: bool
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,9 @@ class Measure(Message):
     The binary part is ``nranges`` upload ranges (int64 rows of source
     offset, bytes, offset in the device copy), then ``nchunks`` CHUNK and
     ``npages`` PAGE records (:mod:`dask_hwdecomp.gpudecode.tables`).
+    ``kept`` names runs whose outputs the service kept on the device
+    (:class:`Done`): the decode reads their pages there, and they are
+    dropped after it.
     """
 
     rid: int
@@ -144,6 +152,7 @@ class Measure(Message):
     nranges: int
     nchunks: int
     npages: int
+    kept: list
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,13 @@ class Discard(Message):
     """Client to service: drop measured decode ``measure`` without writing it."""
 
     measure: int
+
+
+@dataclass(frozen=True)
+class Drop(Message):
+    """Client to service: the outputs of these runs kept on the device are not needed any more."""
+
+    kept: list
 
 
 @dataclass(frozen=True)
@@ -203,10 +219,15 @@ class Unavailable(Message):
 
 @dataclass(frozen=True)
 class Done(Message):
-    """Service to client: run ``rid`` finished; ``redone`` pages were redone on the CPU."""
+    """Service to client: run ``rid`` finished; ``redone`` pages were redone on the CPU.
+
+    ``kept``: the name of its outputs kept on the device (a :class:`Run`
+    that asked to keep them), or -1 where none were kept.
+    """
 
     rid: int
     redone: int
+    kept: int
 
 
 @dataclass(frozen=True)

@@ -240,3 +240,35 @@ def test_dask_frames_decode_gpu(nvcomp_available, tmp_path, matrix_source):
                                   hwdecomp_options={"decode": "gpu"}, **kw).compute()
             expected = dd.read_parquet(str(tmp_path), engine="pyarrow", **kw).compute()
             pd.testing.assert_frame_equal(got, expected)
+
+
+def _decoder_stats() -> dict:
+    from dask_hwdecomp.service.client import node_stats
+    from dask_hwdecomp.service.rundir import service_dir
+
+    found = [s for s in node_stats(service_dir()) if "kept_runs" in s]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_decoder_reads_pages_kept_on_the_gpu(nvcomp_available, tmp_path):
+    rng = np.random.default_rng(8)
+    n = 200_000
+    table = pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "x": pa.array(rng.random(n), mask=rng.random(n) < 0.1),
+        "s": pa.array([f"v{i % 977}" for i in range(n)]),
+    })
+    path = tmp_path / "kept.parquet"
+    pq.write_table(table, path, compression="snappy", row_group_size=50_000)
+    _read(path, backend="nvcomp", decode="gpu")  # the service's decoder started
+    before = _decoder_stats()
+    got, report = _read(path, backend="nvcomp", decode="gpu")
+    after = _decoder_stats()
+    assert_tables_equal(got, table)
+    assert {w for (_, w, _) in report.columns} == {"gpu"}
+    assert after["kept_used"] - before["kept_used"] == after["kept_runs"] - before["kept_runs"] > 0
+    kept = after["decode_bytes_kept"] - before["decode_bytes_kept"]
+    read = after["decode_bytes_in"] - before["decode_bytes_in"]
+    assert 0.5 * read < kept <= read, (kept, read)
+    assert after["kept_waiting"] == 0

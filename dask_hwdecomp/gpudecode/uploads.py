@@ -1,0 +1,201 @@
+"""Where the bytes of a decode come from: pages kept on the device, or the client's host memory.
+
+A decode plan names the byte ranges of a client's images the decoder needs
+(``ranges``: source offset, bytes, offset in the device copy ``data``).
+When the GPU service decompressed those images it may have kept the
+decompressed pages on the device (:class:`KeptPages`, one per part of a
+GPU call): then :func:`plan_uploads` takes every byte it can from there (a
+copy on the device) and only the rest from the host, which are the page
+headers written after decompression, pages stored uncompressed, and
+anything another backend decompressed.
+
+A kept block holds *spans* of the client's buffer copied as the call copied
+them back, the bytes between outputs included; only the jobs' *outputs*
+among them are right. So the device copies run first, a span at a time
+(consecutive outputs of one span in one copy, the bytes between them
+included), and the host pieces after them, which also overwrite those
+in-between bytes. Host pieces of at least :data:`PATCH_BYTES` are copied
+one by one; smaller ones (mostly page headers) are *patches*: packed into
+one buffer, uploaded in one copy and put in place by one kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KeptPages", "Uploads", "plan_uploads", "pack_patches", "device_address", "PATCH_BYTES"]
+
+# Host pieces smaller than this are packed and placed by one kernel launch.
+PATCH_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class KeptPages:
+    """Outputs of one part of a GPU call, kept on the device.
+
+    Attributes
+    ----------
+    array : device array of uint8
+        The block (the decoder's device memory).
+    spans : ndarray of int64, shape (n, 3)
+        Offset in the client's buffer, bytes, offset in ``array``: what was
+        copied.
+    outputs : ndarray of int64, shape (m, 2)
+        Offset in the client's buffer and bytes of every job's output: the
+        only bytes of the spans that are right.
+    """
+
+    array: Any
+    spans: np.ndarray
+    outputs: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the block the spans use."""
+        return int(self.spans[:, 1].sum()) if len(self.spans) else 0
+
+    def shifted(self, by: int) -> KeptPages:
+        """The same block with buffer offsets moved by ``by`` (from a run's buffer to its segment, and back)."""
+        spans, outputs = self.spans.copy(), self.outputs.copy()
+        spans[:, 0] += by
+        outputs[:, 0] += by
+        return KeptPages(self.array, spans, outputs)
+
+    def within(self, lo: int, hi: int) -> bool:
+        """Whether every span lies in ``[lo, hi)``."""
+        s = self.spans
+        return bool(len(s) == 0 or (s[:, 0].min() >= lo and (s[:, 0] + s[:, 1]).max() <= hi))
+
+
+@dataclass(frozen=True)
+class Uploads:
+    """How a plan's ``data`` is filled.
+
+    Attributes
+    ----------
+    device : list of (int, ndarray)
+        Per kept block (its index in the ``kept`` given), int64 rows
+        (offset in the block, offset in ``data``, bytes); run first.
+    host : ndarray of int64, shape (n, 3)
+        Large host pieces: source offset, bytes, offset in ``data``.
+    patches : ndarray of int64, shape (n, 3)
+        Small host pieces, the same columns; packed (:func:`pack_patches`).
+    """
+
+    device: list = field(default_factory=list)
+    host: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    patches: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+
+    @property
+    def device_bytes(self) -> int:
+        """Bytes copied on the device (the bytes between outputs included)."""
+        return int(sum(int(rows[:, 2].sum()) for _, rows in self.device))
+
+
+def _outputs(kept: list[KeptPages]) -> np.ndarray:
+    """Every output of every block: rows (start, end, block index, span id, offset in the block), by start.
+
+    Raises
+    ------
+    ValueError
+        An output outside its block's spans, or two outputs that overlap.
+    """
+    rows = []
+    span_base = 0
+    for k, pages in enumerate(kept):
+        spans, out = pages.spans, pages.outputs[pages.outputs[:, 1] > 0]
+        order = np.argsort(spans[:, 0], kind="stable")
+        spans = spans[order]
+        at = np.searchsorted(spans[:, 0], out[:, 0], side="right") - 1
+        inside = at >= 0
+        inside[inside] &= out[inside, 0] + out[inside, 1] <= spans[at[inside], 0] + spans[at[inside], 1]
+        if not inside.all():
+            raise ValueError(f"kept block {k} has an output outside its spans")
+        block_off = spans[at, 2] + (out[:, 0] - spans[at, 0])
+        rows.append(np.stack([out[:, 0], out[:, 0] + out[:, 1], np.full(len(out), k), span_base + order[at],
+                              block_off], axis=1))
+        span_base += len(spans)
+    table = np.concatenate(rows) if rows else np.zeros((0, 5), np.int64)
+    table = table[np.argsort(table[:, 0], kind="stable")].astype(np.int64)
+    if len(table) > 1 and (table[1:, 0] < table[:-1, 1]).any():
+        raise ValueError("kept outputs overlap")
+    return table
+
+
+def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = PATCH_BYTES) -> Uploads:
+    """Split a plan's upload ``ranges`` into copies from ``kept`` blocks and from the host.
+
+    Parameters
+    ----------
+    ranges : ndarray of int64, shape (n, 3)
+        Source offset (in the client's buffer), bytes, offset in ``data``.
+    kept : list of KeptPages
+        Blocks in the same buffer coordinates as ``ranges``.
+    patch_bytes : int
+        Host pieces smaller than this are patches.
+
+    Raises
+    ------
+    ValueError
+        The kept blocks contradict each other (see :func:`_outputs`).
+    """
+    ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 3)
+    ranges = ranges[ranges[:, 1] > 0]
+    if not kept:
+        return Uploads([], *_split(ranges, patch_bytes))
+    table = _outputs(kept)
+    device: dict[int, list] = {}
+    host: list[tuple[int, int, int]] = []
+    for so, n, do in ranges.tolist():
+        end = so + n
+        lo = int(np.searchsorted(table[:, 1], so, side="right"))
+        hi = int(np.searchsorted(table[:, 0], end, side="left"))
+        hits = table[lo:hi]
+        starts = np.maximum(hits[:, 0], so)
+        ends = np.minimum(hits[:, 1], end)
+        # the host fills what no output covers
+        cuts = np.concatenate([[so], ends])
+        nexts = np.concatenate([starts, [end]])
+        gap = nexts > cuts
+        host.extend((int(a), int(b - a), int(do + a - so)) for a, b in zip(cuts[gap], nexts[gap]))
+        if not len(hits):
+            continue
+        # consecutive outputs of one span: one copy (no other output lies between them)
+        boff = hits[:, 4] + (starts - hits[:, 0])
+        new = np.ones(len(hits), bool)
+        new[1:] = hits[1:, 3] != hits[:-1, 3]
+        heads = np.flatnonzero(new)
+        tails = np.concatenate([heads[1:], [len(hits)]]) - 1
+        for h, t in zip(heads.tolist(), tails.tolist()):
+            device.setdefault(int(hits[h, 2]), []).append((int(boff[h]), int(do + starts[h] - so),
+                                                           int(ends[t] - starts[h])))
+    host_rows = np.array(host, dtype=np.int64).reshape(-1, 3)
+    big, small = _split(host_rows, patch_bytes)
+    return Uploads([(k, np.array(rows, dtype=np.int64)) for k, rows in sorted(device.items())], big, small)
+
+
+def _split(rows: np.ndarray, patch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    small = rows[:, 1] < patch_bytes
+    return rows[~small], rows[small]
+
+
+def pack_patches(host: np.ndarray, patches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The patches' bytes packed end to end, and rows (offset in the pack, offset in ``data``, bytes)."""
+    if not len(patches):
+        return np.zeros(0, np.uint8), np.zeros((0, 3), np.int64)
+    sizes = patches[:, 1]
+    at = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    # every byte's source: its piece's start plus its place in the piece
+    index = np.repeat(patches[:, 0] - at, sizes) + np.arange(int(sizes.sum()))
+    return host[index], np.stack([at, patches[:, 2], sizes], axis=1).astype(np.int64)
+
+
+def device_address(array: Any) -> int:
+    """The device address of a numba device array's first byte (the host address under the simulator)."""
+    face = getattr(array, "__cuda_array_interface__", None)
+    if face is not None:
+        return int(face["data"][0])
+    return int(np.asarray(array).ctypes.data)
