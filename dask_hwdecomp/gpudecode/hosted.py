@@ -9,12 +9,14 @@ buffers from the device into it. Between the two, a :class:`PendingDecode`
 holds the client's share of the device output; it is closed after the
 write, or when the client discards it or leaves.
 
-Measures do not run one by one: the decoder's runner threads each take
-every plan queued when they come free (up to :data:`MERGE_BYTES` of
-upload) and decode them as one batch (:mod:`~.merge`), so concurrent reads
-share one launch sequence, and the service's Python per launch is paid
-once for all of them. Each runner has a stream of its own, so one merged
-decode's uploads and kernels overlap another's Python.
+Measures do not run one by one: the decoder's runner thread takes every
+plan queued when it comes free (up to :data:`MERGE_BYTES` of upload) and
+decodes them as one batch (:mod:`~.merge`), so concurrent reads share one
+launch sequence, and the service's Python per launch is paid once for all
+of them. One runner is the default: a run's time is mostly that Python
+(under the service's one GIL), so a second runner made smaller runs, not
+more of them at once (measured on the H200 with 16 clients: 200 to 215
+decodes a second with two runners, 267 to 284 with one).
 
 A request may come with the pages the service kept on the device when it
 decompressed them (:class:`~.uploads.KeptPages`): the decoder then copies
@@ -178,7 +180,7 @@ class HostedDecoder:
     ----------
     runners : int
         Threads that take queued plans and decode them, each on a stream of
-        its own.
+        its own (see the module docstring for why one).
     copy_streams : int
         Threads (each with a stream) the copies to the clients' memory run on.
 
@@ -188,7 +190,7 @@ class HostedDecoder:
         numba-cuda is not installed.
     """
 
-    def __init__(self, runners: int = 2, copy_streams: int = 4):
+    def __init__(self, runners: int = 1, copy_streams: int = 4):
         from . import runner
         from .cuda_jit import cuda
 
