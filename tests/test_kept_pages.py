@@ -9,13 +9,18 @@ decode of kept pages through the service is tested end to end in
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
+from dask_hwdecomp.decompress.gpu_backend import _check_zstd_contents
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.errors import CorruptPageError
+from dask_hwdecomp.decompress.validate import zstd_frames
+from dask_hwdecomp.errors import CorruptPageError, PageLocation
+from dask_hwdecomp.format.xxh64 import xxh64
 from dask_hwdecomp.gpudecode.uploads import KeptPages, pack_patches, plan_uploads
-from dask_hwdecomp.jobs import Algo
+from dask_hwdecomp.jobs import Algo, Job
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.service.kept import KeptStore, RunKeeper
 
@@ -202,3 +207,48 @@ def test_a_part_with_a_failed_job_is_not_kept():
     assert len(kept) < len(jobs)
     keeper.release_all()  # what the service does with a run that failed
     assert store.stats()["kept_bytes"] == 0
+
+
+def _frame_without_size(content: bytes) -> bytes:
+    """``content`` as a Zstd frame of raw blocks that does not declare its size (64 KiB window), checksummed."""
+    parts = [struct.pack("<IBB", 0xFD2FB528, 0x04, 6 << 3)]
+    for pos in range(0, len(content), 1 << 16):
+        size = min(1 << 16, len(content) - pos)
+        parts.append(struct.pack("<I", (size << 3) | (pos + size >= len(content)))[:3])
+        parts.append(content[pos : pos + size])
+    parts.append(struct.pack("<I", xxh64(content) & 0xFFFFFFFF))
+    return b"".join(parts)
+
+
+def test_a_page_decoded_again_on_the_cpu_after_the_call_is_read_from_the_host():
+    # Two frames of undeclared sizes: the content check decodes the page
+    # again with libzstd, into the host output. The device's copy (here
+    # wrong bytes of the right size, what that check exists to catch) must
+    # not be decoded.
+    a, b = bytes(range(200)) * 30, b"xyz" * 999
+    page = _frame_without_size(a) + _frame_without_size(b)
+    n = len(a) + len(b)
+    job = Job(Algo.ZSTD, 0, len(page), 0, n, 6, PageLocation("f", 0, "c", 0))
+    frames: list = []
+    zstd_frames(page, job, frames)
+    assert [size for size, _ in frames] == [-1, -1]
+    store = KeptStore()
+    keeper = RunKeeper(store, lambda nbytes: np.zeros(nbytes, np.uint8))
+    block = keeper.reserve(n)
+    keeper.keep(block, np.array([[0, n, 0]], np.int64), np.array([[0, n]], np.int64))
+    dst = bytearray(n)
+    _check_zstd_contents([(job, frames)], memoryview(page), memoryview(dst), "test", keeper)
+    assert bytes(dst) == a + b
+    (pages,) = keeper.pages
+    assert pages.outputs.shape == (0, 2)
+    up = plan_uploads(np.array([[0, n, 0]], np.int64), keeper.pages)
+    assert not up.device and up.host.tolist() + up.patches.tolist() == [[0, n, 0]]
+    # A page whose frames declare their sizes is checked in place, and stays kept.
+    keeper = RunKeeper(store, lambda nbytes: np.zeros(nbytes, np.uint8))
+    keeper.keep(keeper.reserve(n), np.array([[0, n, 0]], np.int64), np.array([[0, n]], np.int64))
+    one = _frame_without_size(a + b)
+    job = Job(Algo.ZSTD, 0, len(one), 0, n, 6, PageLocation("f", 0, "c", 1))
+    frames = []
+    zstd_frames(one, job, frames)
+    _check_zstd_contents([(job, frames)], memoryview(one), memoryview(a + b), "test", keeper)
+    assert keeper.pages[0].outputs.tolist() == [[0, n]]

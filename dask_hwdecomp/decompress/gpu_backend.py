@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from ..budget import split_by_budget
 from ..errors import ChecksumError, CorruptPageError
 from ..format.pages import check_page_crc, page_crc_error
@@ -144,7 +146,8 @@ class GpuBackend:
             Also keeps the outputs on the device, in blocks this
             :class:`~dask_hwdecomp.gpu.stream_runner.Keeper` lends (the GPU
             service's decoder reads them there); a block of a part with a
-            failed job is given back.
+            failed job is given back, and pages decoded again on the CPU
+            after the call (a Zstd content check) are excluded.
 
         Returns
         -------
@@ -204,8 +207,7 @@ class GpuBackend:
                     first.job.location,
                 )
             raise size_mismatch(first.job, first.actual, self.name)
-        for i, frames in zstd_sums.items():
-            _check_zstd_content(jobs[i], frames, src, dst, self.name)
+        _check_zstd_contents([(jobs[i], frames) for i, frames in zstd_sums.items()], src, dst, self.name, keep)
         return len(failed) if self.redo_on_cpu else 0
 
     def _redo_on_cpu(self, failed: Sequence, src: memoryview, dst: memoryview) -> None:
@@ -286,13 +288,35 @@ def _checksum_error(job: Job, mismatch, backend: str) -> ChecksumError:
     return gzip_crc_error(job, mismatch.actual, backend)
 
 
-def _check_zstd_content(job: Job, frames: list, src, dst, backend: str) -> None:
+def _check_zstd_contents(pages: Sequence[tuple[Job, list]], src, dst, backend: str, keep=None) -> None:
+    """:func:`_check_zstd_content` of each ``(job, frames)``; a page decoded again on the CPU is not kept.
+
+    The host then holds libzstd's checked output, which need not be the
+    GPU's: ``keep`` (the call's :class:`~dask_hwdecomp.gpu.stream_runner.Keeper`)
+    excludes it, so a decode reads it from the host.
+
+    Raises
+    ------
+    ChecksumError
+    """
+    rewritten = [job for job, frames in pages if _check_zstd_content(job, frames, src, dst, backend)]
+    if rewritten and keep is not None:
+        keep.exclude(np.array([(j.dst_offset, j.dst_size) for j in rewritten], dtype=np.int64))
+
+
+def _check_zstd_content(job: Job, frames: list, src, dst, backend: str) -> bool:
     """Check the content checksums of a Zstd page's frames on the host.
 
     ``frames`` is :func:`~dask_hwdecomp.decompress.validate.zstd_frames`'s
     ``(content_size, checksum)`` per frame. Frame boundaries in the output
     are known when every frame declares its size (or there is one frame);
     otherwise the page is decoded again on the CPU, where libzstd checks.
+
+    Returns
+    -------
+    bool
+        Whether the page's output in ``dst`` was decoded again on the CPU
+        (so it is no longer the GPU's).
 
     Raises
     ------
@@ -306,7 +330,7 @@ def _check_zstd_content(job: Job, frames: list, src, dst, backend: str) -> None:
         from .cpu import decompress_one  # rare: several frames of undeclared sizes
 
         decompress_one(job, src, dst, backend)
-        return
+        return True
     pos = 0
     for n, (size, (_, stored)) in enumerate(zip(sizes, frames)):
         content = out[pos : pos + size]
@@ -318,3 +342,4 @@ def _check_zstd_content(job: Job, frames: list, src, dst, backend: str) -> None:
                 f"({actual:#010x}) on {backend}",
                 job.location,
             )
+    return False

@@ -110,6 +110,13 @@ class Keeper(Protocol):
         """``block`` is not kept after all (a job of the part failed, or its call)."""
         ...
 
+    def exclude(self, outputs: np.ndarray) -> None:
+        """Outputs (rows of offset in ``dst``, bytes) the caller rewrote on the host after the call.
+
+        Their kept copies are no longer what the host holds: never read them.
+        """
+        ...
+
 
 class _Keeping(NamedTuple):
     """A part's outputs copied into a keeper's block, not yet handed over."""

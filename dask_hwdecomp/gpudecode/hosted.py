@@ -352,6 +352,9 @@ class HostedDecoder:
             for w, r in zip(batch, results):
                 w.result = r
                 w.done.set()
+            # Not held while waiting for the next batch: the requests' kept
+            # pages go back to the device pool when their callers let go.
+            del batch, results
 
     def _one_at_a_time_until_warm(self):
         return contextlib.nullcontext() if self._warm else self._first_launches

@@ -178,6 +178,14 @@ class RunKeeper:
     def release(self, block: _Block) -> None:
         self._store.give_back(block.nbytes)
 
+    def exclude(self, outputs: np.ndarray) -> None:
+        """Outputs the backend rewrote on the host after its call: the decoder reads them from the host."""
+        gone = {(int(a), int(n)) for a, n in np.asarray(outputs, dtype=np.int64).reshape(-1, 2).tolist()}
+        with self._lock:
+            self.pages = [KeptPages(p.array, p.spans, p.outputs[[(int(a), int(n)) not in gone
+                                                                  for a, n in p.outputs.tolist()]].reshape(-1, 2))
+                          for p in self.pages]
+
     def release_all(self) -> None:
         """The run failed: nothing it kept is kept."""
         with self._lock:
