@@ -379,7 +379,6 @@ class HostedDecoder:
                 live = [i for i in live if results[i] is None]
                 continue
             output = DeviceOutput(done.array, len(live))
-            kept_bytes = done.kept_bytes
             for k, i in enumerate(live):
                 mine = merged.member_chunks(k, done.chunks)
                 base = int(done.base[k])
@@ -393,7 +392,7 @@ class HostedDecoder:
                     self.decodes += len(live)
                     self.runs += 1
                     self.bytes_in += merged.data_bytes
-                    self.bytes_kept += kept_bytes
+                    self.bytes_kept += done.kept_bytes
                     self.bytes_out += int(done.base[-1])
             break
         return [r for r in results if r is not None]

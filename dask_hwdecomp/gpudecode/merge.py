@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..rounding import round_up
 from .tables import ALIGN, CHUNK, PAGE, place_outputs
 
 __all__ = ["PlanRecords", "MergedPlan", "merge_plans", "place_members", "DATA_ALIGN"]
@@ -119,7 +120,7 @@ def merge_plans(plans: Sequence[PlanRecords]) -> MergedPlan:
         pages_out.append(g)
         rows_at += _rows(p.chunks)
         dict_at += _dict_entries(p.chunks, p.pages)
-        data_at += (int(p.data_bytes) + DATA_ALIGN - 1) // DATA_ALIGN * DATA_ALIGN
+        data_at += round_up(int(p.data_bytes), DATA_ALIGN)
     return MergedPlan(
         chunks=np.concatenate(chunks_out) if chunks_out else np.zeros(0, CHUNK),
         pages=np.concatenate(pages_out) if pages_out else np.zeros(0, PAGE),
@@ -149,5 +150,5 @@ def place_members(merged: MergedPlan, chunks: np.ndarray) -> np.ndarray:
             col = mine[name]
             col[col >= 0] += base
         chunks[lo:hi] = mine
-        out_base[i + 1] = base + (size + ALIGN - 1) // ALIGN * ALIGN
+        out_base[i + 1] = base + round_up(size, ALIGN)
     return out_base

@@ -148,7 +148,7 @@ def decode_columns(images: list[Image], router: Router, options: Options, report
 
     Where the GPU decodes nothing, each image's ``cpu_reason`` says why.
     ``kept``: the batch's pages the GPU service kept on the device
-    (:func:`~dask_hwdecomp.readpath.gpu_columns.keeping_for`).
+    (``ServiceBackend.keeping()``, opened by :func:`decompress_batch`).
     """
     why = "" if _always and _column_decoder is not None else cpu_decode_reason(options, router)
     if why:
@@ -250,11 +250,17 @@ def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Option
 
 
 def _keeping(router: Router, options: Options):
+    """Around a batch's decompression and decode: its pages kept on the device where the GPU service decodes it.
+
+    Yields the :class:`~dask_hwdecomp.service.keeping.KeptRuns` of
+    ``ServiceBackend.keeping()``, or None where nothing is kept.
+    """
     if _column_decoder is not None or cpu_decode_reason(options, router):
         return contextlib.nullcontext(None)
-    from .gpu_columns import keeping_for
+    from .gpu_columns import decoder_of
 
-    return keeping_for(router, options)
+    backend = decoder_of(router)
+    return contextlib.nullcontext(None) if backend is None else backend.keeping()
 
 
 def scan_and_lay_out(src, files: list[FileSpec], options: Options) -> BatchLayout:

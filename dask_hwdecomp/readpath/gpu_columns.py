@@ -12,7 +12,6 @@ shared output. pyarrow decodes every other column from the image, and
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import numpy as np
@@ -27,7 +26,7 @@ from ..service.decoding import DecoderLost, decode_in_service
 from ..service.keeping import KeptRuns
 from .batch import Image
 
-__all__ = ["decode_on_gpu", "decoder_of", "keeping_for", "LOST"]
+__all__ = ["decode_on_gpu", "decoder_of", "LOST"]
 
 logger = logging.getLogger("dask_hwdecomp")
 
@@ -39,19 +38,6 @@ def decoder_of(router) -> ServiceBackend | None:
     """The GPU service connection a batch routed by ``router`` decodes through, if any."""
     backend = router.primary
     return backend if isinstance(backend, ServiceBackend) else None
-
-
-def keeping_for(router, options: Options) -> contextlib.AbstractContextManager[KeptRuns | None]:
-    """Around a batch's decompression and decode: keep its pages on the device where it decodes on the GPU.
-
-    Yields the :class:`~dask_hwdecomp.service.keeping.KeptRuns` of
-    :meth:`ServiceBackend.keeping` when the batch's GPU backend runs in the
-    GPU service and ``decode`` is not ``"cpu"``; else None (nothing kept).
-    """
-    backend = decoder_of(router)
-    if backend is None or options.decode == "cpu":
-        return contextlib.nullcontext(None)
-    return backend.keeping()
 
 
 def _columns(image: Image) -> list[str]:

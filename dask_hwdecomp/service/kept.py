@@ -52,7 +52,10 @@ class _Entry:
     owner: object
     segment: int
     pages: tuple[KeptPages, ...]
-    nbytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.pages)
 
 
 class KeptStore:
@@ -91,7 +94,7 @@ class KeptStore:
 
     def put(self, owner: object, segment: int, offset: int, pages: Sequence[KeptPages]) -> int:
         """Keep a run's ``pages`` (offsets in its ``dst``, which starts at ``offset`` of ``segment``); the token."""
-        entry = _Entry(owner, segment, tuple(p.shifted(offset) for p in pages), sum(p.nbytes for p in pages))
+        entry = _Entry(owner, segment, tuple(p.shifted(offset) for p in pages))
         with self._lock:
             token = next(self._tokens)
             self._entries[token] = entry

@@ -131,6 +131,11 @@ def unpack_plan(msg: wire.Measure, blob: bytes) -> tuple[np.ndarray, np.ndarray,
     return ranges, chunks, pages
 
 
+def _tokens(values: list) -> list[int]:
+    """The kept-pages tokens a message names (the wire lets a list be all strings: none then)."""
+    return [t for t in values if isinstance(t, int)]
+
+
 def _load(factory: str):
     module, _, func = factory.partition(":")
     return getattr(importlib.import_module(module), func)
@@ -520,7 +525,7 @@ class _Connection:
                 if pending is not None:
                     pending.close()
             elif isinstance(msg, wire.Drop):
-                self.service.kept.drop(self, [t for t in msg.kept if isinstance(t, int)])
+                self.service.kept.drop(self, _tokens(msg.kept))
             elif isinstance(msg, wire.Forget):
                 self.segments.forget(msg.seg_id)
             elif isinstance(msg, wire.StatsRequest):
@@ -637,8 +642,7 @@ class _Connection:
         from ..gpudecode.hosted import DecodeRequest
         from ..gpudecode.merge import PlanRecords
 
-        kept = self.service.kept.take(self, [t for t in msg.kept if isinstance(t, int)], msg.src_seg,
-                                      msg.src_offset, msg.src_nbytes)
+        kept = self.service.kept.take(self, _tokens(msg.kept), msg.src_seg, msg.src_offset, msg.src_nbytes)
         try:
             decoder = self.service.decoder()
             src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)
