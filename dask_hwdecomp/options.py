@@ -56,7 +56,7 @@ BYTE_SIZES = ("batch_bytes", "max_page_bytes", "max_batch_bytes")
 # CPU redo pool): backends of equal values are one and the same.
 GPU_BACKEND_OPTIONS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads")
 # HWDECOMP_* variables that are not options (test and library locations).
-_OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB"})
+_OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB", "HWDECOMP_TIMELINE"})
 
 
 class UnknownOptionWarning(UserWarning):

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from . import report_processes
+from . import report_processes, timeline
 
 __all__ = ["ReadReport", "CodecStats", "DecodeStats", "collect_reports", "STAGES", "PYARROW_NO_GPU",
            "UNKNOWN_CODEC", "DECODED_ON"]
@@ -144,7 +144,9 @@ class ReadReport:
         try:
             yield
         finally:
-            self.stages[name] += time.perf_counter() - t0
+            t1 = time.perf_counter()
+            self.stages[name] += t1 - t0
+            timeline.record(f"stage_{name}", t0, t1)
 
     def __iadd__(self, other: ReadReport) -> ReadReport:
         self.files += other.files

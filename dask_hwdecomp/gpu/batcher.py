@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import NamedTuple
 
+from .. import timeline
 from ..budget import take_within_budget
 from .staging import Part
 
@@ -133,6 +134,7 @@ class Batcher:
                 if not self._queue:
                     continue
                 call = self._take()
+            began = time.perf_counter()
             try:
                 if activation_error is not None:
                     raise activation_error
@@ -143,6 +145,14 @@ class Batcher:
             else:
                 for part, failures in zip(call, results):
                     part.owner.future.set_result(failures)
+            if timeline.enabled():
+                # The oldest part's wait: the time.monotonic() clock, taken to perf_counter's.
+                waited = time.monotonic() - call[0].owner.since
+                ended = time.perf_counter()
+                timeline.record("gpu_call", began, ended, parts=len(call),
+                                pages=sum(len(part.jobs) for part in call),
+                                nbytes=sum(part.out_bytes for part in call),
+                                waited_s=waited - (ended - began))
             with self._cond:
                 self.calls += 1
                 self.parts += len(call)

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from .. import timeline
 from ..rounding import round_up
 from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
@@ -286,7 +287,8 @@ class StreamRunner:
             if c.nbytes:
                 ops.dtoh(dst_addr[c.part] + c.host_offset, data + c.arena_offset, c.nbytes, stream)
         self._queue_keeps(parts, plan.d2h, data, keeps)
-        ops.synchronize(stream)
+        with timeline.span("gpu_sync", pages=n, nbytes=plan.nbytes):
+            ops.synchronize(stream)
         actual = np.zeros(n, dtype=np.uint64)
         status = np.zeros(n, dtype=np.int32)
         if collect is not None:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import timeline
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
 from .uploads import KeptPages, pack_patches, plan_uploads
 
@@ -339,6 +340,8 @@ class HostedDecoder:
             began = time.perf_counter()
             with self._lock:
                 self.queue_s += sum(began - w.queued for w in batch)
+            for w in batch:
+                timeline.record("decode_queue", w.queued, began, nbytes=w.request.plan.data_bytes)
             try:
                 with self._one_at_a_time_until_warm():
                     results = self._run([w.request for w in batch], stream)
@@ -347,8 +350,12 @@ class HostedDecoder:
                     w.error = exc
                     w.done.set()
                 continue
+            ended = time.perf_counter()
             with self._lock:
-                self.run_s += time.perf_counter() - began
+                self.run_s += ended - began
+            timeline.record("decode_run", began, ended, plans=len(batch),
+                            nbytes=sum(w.request.plan.data_bytes for w in batch),
+                            out_bytes=sum(r.nbytes for r in results))
             for w, r in zip(batch, results):
                 w.result = r
                 w.done.set()
@@ -406,8 +413,10 @@ class HostedDecoder:
         try:
             with holding(held):
                 data = cuda.device_array(max(1, merged.data_bytes), dtype=np.uint8, stream=stream)
-                kept_bytes = self._upload(data, requests, merged.data_base.tolist(), stream)
-                measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream)
+                with timeline.span("decode_upload", nbytes=merged.data_bytes):
+                    kept_bytes = self._upload(data, requests, merged.data_base.tolist(), stream)
+                with timeline.span("decode_measure", pages=len(merged.pages)):
+                    measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream)
             with measured.state:
                 chunks, pages = measured.chunks, measured.pages
                 if pages["error"].any():
@@ -415,7 +424,7 @@ class HostedDecoder:
                 base = place_members(merged, chunks)
                 # Not held: it outlives the decode, until every member's copy.
                 array = cuda.device_array(max(1, int(base[-1])), dtype=np.uint8, stream=stream)
-                with holding(held):
+                with holding(held), timeline.span("decode_write", nbytes=int(base[-1])):
                     errors = self._runner.write(measured.state, chunks, array, stream=stream)
             pages = pages.copy()
             pages["error"] = errors
@@ -473,8 +482,10 @@ class HostedDecoder:
     def _copy_out(self, device: Any, dst: memoryview) -> None:
         began = time.perf_counter()
         self._copier.submit(self._copy_on_this_thread, device, dst).result()
+        ended = time.perf_counter()
         with self._lock:
-            self.copy_s += time.perf_counter() - began
+            self.copy_s += ended - began
+        timeline.record("decode_copy", began, ended, nbytes=len(dst))
 
     def _copy_on_this_thread(self, device: Any, dst: memoryview) -> None:
         stream = getattr(self._copy_local, "stream", None)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import timeline
 from ..errors import BackendUnavailableError, CorruptPageError
 from ..gpudecode.checks import PlanError, check_plan
 from ..gpudecode.tables import CHUNK, PAGE, PageError
@@ -585,6 +586,7 @@ class _Connection:
         rid = run.rid
         keeper = self._keeper(run)
         kw: dict[str, Any] = {} if keeper is None else {"keep": keeper}
+        began = time.perf_counter()
         try:
             if getattr(self.backend, "overwrites_gaps", False):
                 redone = self.backend.decompress(jobs, src, dst, protect=protect, **kw)
@@ -606,6 +608,8 @@ class _Connection:
                 token = self.service.kept.put(self, run.dst_seg, run.dst_offset, keeper.pages)
             self.send(wire.Done(rid, int(redone or 0), token))
         finally:
+            timeline.record("run", began, time.perf_counter(), pid=self.peer.pid, jobs=len(jobs),
+                            nbytes=len(dst))
             with self.lock:
                 self.runs.discard(threading.current_thread())
 
@@ -639,6 +643,10 @@ class _Connection:
         return True
 
     def _measure(self, msg: wire.Measure, blob: bytes) -> None:
+        with timeline.span("measure", pid=self.peer.pid, nbytes=msg.data_bytes):
+            self._measure_now(msg, blob)
+
+    def _measure_now(self, msg: wire.Measure, blob: bytes) -> None:
         from ..gpudecode.hosted import DecodeRequest
         from ..gpudecode.merge import PlanRecords
 
@@ -678,7 +686,8 @@ class _Connection:
             if msg.dst_nbytes != pending.nbytes or not np.array_equal(placed, own):
                 raise wire.WireError("a placement other than place_outputs' of the measured chunks "
                                      f"({msg.dst_nbytes} bytes; the decode wrote {pending.nbytes})")
-            pending.copy_to(dst)
+            with timeline.span("write", pid=self.peer.pid, nbytes=msg.dst_nbytes):
+                pending.copy_to(dst)
             self.send(wire.Done(msg.rid, 0, -1))
         finally:
             pending.close()

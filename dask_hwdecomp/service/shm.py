@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from .. import timeline
 from ..gpu.pool import CappedPool, size_class
 
 __all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap"]
@@ -244,8 +245,10 @@ class SegmentMap:
             began = time.perf_counter()
             try:
                 handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), len(view))
+                ended = time.perf_counter()
                 self.registrations += 1
-                self.register_s += time.perf_counter() - began
+                self.register_s += ended - began
+                timeline.record("register", began, ended, nbytes=len(view), seg=seg_id)
             except Exception:  # still correct unpinned, only slower: counted, not fatal
                 self.registration_failures += 1
         with self._lock:

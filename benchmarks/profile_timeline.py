@@ -1,0 +1,151 @@
+"""Where a GPU read's time goes: the GPU service's timeline at scale, read by read.
+
+Usage::
+
+    python benchmarks/profile_timeline.py OUT [--data DIR] [--size 3GB] [--files 32]
+        [--datasets lineitem,entropy] [--codecs snappy] [--cluster 4x4] [--repeats 2]
+
+Generates (or reuses, under ``--data``) the bench's tables, starts a
+distributed LocalCluster with ``HWDECOMP_TIMELINE`` set (the workers and the
+GPU service they start record their spans, see :mod:`dask_hwdecomp.timeline`)
+and reads every dataset and codec, interleaved: ``pyarrow``, ``pyarrow`` on
+the uncompressed files, the decode-free IPC ceiling, hwdecomp with
+``decode="cpu"`` and with ``decode="auto"``, each ``--repeats`` times after a
+warm-up, persisted then released as ``hwdecomp bench`` does; then each
+hwdecomp variant once more **while a persisted read of the uncompressed
+files is still held** (``held``), the case where the shared segments of the
+read before cannot be reused.
+
+Writes ``OUT/timeline.md`` (per read: its seconds and GB/s, and per span
+kind its count, summed and covered seconds and bytes), ``OUT/reads.json``,
+the raw spans (``OUT/spans/``) and a Gantt chart of the last timed read of
+each hwdecomp variant (``OUT/gantt-*.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--data", type=Path, default=None, help="dataset root (default OUT/data)")
+    p.add_argument("--size", default="3GB")
+    p.add_argument("--files", type=int, default=32)
+    p.add_argument("--datasets", default="lineitem,entropy")
+    p.add_argument("--codecs", default="snappy")
+    p.add_argument("--cluster", default="4x4")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--variants", default="pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto")
+    args = p.parse_args(argv)
+
+    out: Path = args.out
+    spans_dir = out / "spans"
+    spans_dir.mkdir(parents=True, exist_ok=True)
+    for old in spans_dir.glob("timeline-*.jsonl"):
+        old.unlink()
+    os.environ["HWDECOMP_TIMELINE"] = str(spans_dir)  # before any worker or service starts
+
+    import dask.dataframe as dd
+    from dask.utils import parse_bytes
+    from distributed import Client, LocalCluster, wait
+
+    from dask_hwdecomp import hwdecomp, timeline
+    from dask_hwdecomp.bench import timeline as tl
+    from dask_hwdecomp.bench.ceiling import read_ipc_ceiling
+    from dask_hwdecomp.bench.data import generate
+
+    root = args.data or out / "data"
+    codecs = [c for c in args.codecs.split(",") if c]
+    t = time.perf_counter()
+    datasets = [generate(root, kind, parse_bytes(args.size), args.files, codecs=codecs)
+                for kind in args.datasets.split(",") if kind]
+    print(f"data ready in {time.perf_counter() - t:.1f} s: "
+          + ", ".join(f"{d.name} {d.arrow_bytes / 1e9:.2f} GB in {d.files} files" for d in datasets), flush=True)
+
+    workers, threads = (int(x) for x in args.cluster.split("x"))
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=threads, processes=True, memory_limit=0,
+                           dashboard_address=None)
+    client = Client(cluster)
+    wanted = args.variants.split(",")
+
+    def reader(variant: str, ds, codec: str):
+        if variant == "pyarrow":
+            return lambda: dd.read_parquet(str(ds.dirs[codec]), engine="pyarrow")
+        if variant == "pyarrow-uncompressed":
+            return lambda: dd.read_parquet(str(ds.dirs["uncompressed"]), engine="pyarrow")
+        if variant == "ceiling":
+            return lambda: read_ipc_ceiling(ds.dirs["uncompressed"])
+        decode = variant.removeprefix("decode-")
+        return lambda: dd.read_parquet(str(ds.dirs[codec]), engine=hwdecomp,
+                                       hwdecomp_options={"backend": "auto", "decode": decode})
+
+    reads = []
+    windows = []
+
+    def timed(label: str, make, hold=None):
+        t0 = time.perf_counter()
+        persisted = client.persist(make())
+        wait(persisted)
+        t1 = time.perf_counter()
+        return persisted, tl.Window(label, t0, t1)
+
+    def release(persisted):
+        del persisted
+        client.run(gc.collect)
+
+    try:
+        for ds in datasets:
+            for codec in codecs:
+                # Warm-up: imports, kernel caches, the service and its first registrations.
+                for v in wanted:
+                    release(timed("warm-up", reader(v, ds, codec))[0])
+                for r in range(args.repeats):
+                    for v in wanted:
+                        persisted, w = timed(f"{ds.name} {codec} {v} #{r + 1}", reader(v, ds, codec))
+                        release(persisted)
+                        windows.append(w)
+                        reads.append({"dataset": ds.name, "codec": codec, "variant": v, "repeat": r + 1,
+                                      "seconds": w.seconds, "arrow_gbps": ds.arrow_bytes / 1e9 / w.seconds})
+                        print(f"{w.label}: {w.seconds:.3f} s, {ds.arrow_bytes / 1e9 / w.seconds:.2f} GB/s", flush=True)
+                for v in [v for v in wanted if v.startswith("decode-")]:
+                    # The uncompressed files first (other task keys than the codec's), held.
+                    first, _ = timed("held", reader(v, ds, "uncompressed"))
+                    second, w = timed(f"{ds.name} {codec} {v} held", reader(v, ds, codec))
+                    windows.append(w)
+                    reads.append({"dataset": ds.name, "codec": codec, "variant": v, "repeat": "held",
+                                  "seconds": w.seconds, "arrow_gbps": ds.arrow_bytes / 1e9 / w.seconds})
+                    print(f"{w.label}: {w.seconds:.3f} s", flush=True)
+                    release(first)
+                    release(second)
+        client.run(timeline.flush)
+        time.sleep(1.5)  # the service writes its spans at least every second
+    finally:
+        client.close()
+        cluster.close()
+    time.sleep(3)  # the service exits and writes the rest
+    spans = tl.load(spans_dir)
+    lines = [f"# Timeline at scale ({args.cluster}, {', '.join(f'{d.name} {d.arrow_bytes / 1e9:.2f} GB / {d.files} files' for d in datasets)})",
+             "", f"python {' '.join(sys.argv)}", "", "```"]
+    for w in windows:
+        lines.append(tl.render(w, tl.summarize(spans, w)))
+        lines.append("")
+    lines.append("```")
+    (out / "timeline.md").write_text("\n".join(lines))
+    (out / "reads.json").write_text(json.dumps(reads, indent=1))
+    for w in windows:
+        if w.label.endswith(f"#{args.repeats}") and "decode-" in w.label:
+            tl.gantt(spans, w, out / f"gantt-{w.label.replace(' ', '-').replace('#', '')}.png")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
