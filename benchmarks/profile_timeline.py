@@ -90,41 +90,40 @@ def main(argv=None) -> int:
     reads = []
     windows = []
 
-    def timed(label: str, make, hold=None):
+    def timed(label: str, make, held: list | None = None) -> tl.Window:
+        """Persist one read and time it; keep the result in ``held``, else release it."""
         t0 = time.perf_counter()
         persisted = client.persist(make())
         wait(persisted)
         t1 = time.perf_counter()
-        return persisted, tl.Window(label, t0, t1)
-
-    def release(persisted):
+        if held is not None:
+            held.append(persisted)
         del persisted
         client.run(gc.collect)
+        return tl.Window(label, t0, t1)
+
+    def note(ds, codec: str, v: str, repeat, w: tl.Window) -> None:
+        windows.append(w)
+        reads.append({"dataset": ds.name, "codec": codec, "variant": v, "repeat": repeat, "t0": w.t0, "t1": w.t1,
+                      "seconds": w.seconds, "arrow_gbps": ds.arrow_bytes / 1e9 / w.seconds})
+        print(f"{w.label}: {w.seconds:.3f} s, {ds.arrow_bytes / 1e9 / w.seconds:.2f} GB/s", flush=True)
 
     try:
         for ds in datasets:
             for codec in codecs:
                 # Warm-up: imports, kernel caches, the service and its first registrations.
                 for v in wanted:
-                    release(timed("warm-up", reader(v, ds, codec))[0])
+                    timed("warm-up", reader(v, ds, codec))
                 for r in range(args.repeats):
                     for v in wanted:
-                        persisted, w = timed(f"{ds.name} {codec} {v} #{r + 1}", reader(v, ds, codec))
-                        release(persisted)
-                        windows.append(w)
-                        reads.append({"dataset": ds.name, "codec": codec, "variant": v, "repeat": r + 1,
-                                      "seconds": w.seconds, "arrow_gbps": ds.arrow_bytes / 1e9 / w.seconds})
-                        print(f"{w.label}: {w.seconds:.3f} s, {ds.arrow_bytes / 1e9 / w.seconds:.2f} GB/s", flush=True)
+                        note(ds, codec, v, r + 1, timed(f"{ds.name} {codec} {v} #{r + 1}", reader(v, ds, codec)))
                 for v in [v for v in wanted if v.startswith("decode-")]:
+                    held: list = []
                     # The uncompressed files first (other task keys than the codec's), held.
-                    first, _ = timed("held", reader(v, ds, "uncompressed"))
-                    second, w = timed(f"{ds.name} {codec} {v} held", reader(v, ds, codec))
-                    windows.append(w)
-                    reads.append({"dataset": ds.name, "codec": codec, "variant": v, "repeat": "held",
-                                  "seconds": w.seconds, "arrow_gbps": ds.arrow_bytes / 1e9 / w.seconds})
-                    print(f"{w.label}: {w.seconds:.3f} s", flush=True)
-                    release(first)
-                    release(second)
+                    timed("held", reader(v, ds, "uncompressed"), held)
+                    note(ds, codec, v, "held", timed(f"{ds.name} {codec} {v} held", reader(v, ds, codec)))
+                    held.clear()
+                    client.run(gc.collect)
         client.run(timeline.flush)
         time.sleep(1.5)  # the service writes its spans at least every second
     finally:

@@ -109,7 +109,7 @@ def _span(writer: _Writer, kind: str, fields: dict) -> Iterator[dict]:
 
 
 # Unset: one shared no-op; what a caller writes into its dictionary is dropped.
-_NOTHING = contextlib.nullcontext({})
+_NOTHING: contextlib.nullcontext[dict] = contextlib.nullcontext({})
 
 
 def span(kind: str, **fields: Any):

@@ -225,6 +225,70 @@ def test_shared_pool_caps_reuses_and_overflows():
         c.close()
 
 
+def test_segments_past_the_cap_are_shared_unpinned_and_kept_ones_pinned_once():
+    # A cap of one segment: a buffer past it is made for that request only,
+    # and registering it would cost more than copying it.
+    jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [20_000] * 12, seed=8)
+    with open_backend("standin", OPTS, cap_bytes=4 << 20) as b:
+        with b.host_buffer(3 << 20) as held:
+            assert held.segment.kept
+            assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)  # one past the cap
+            stats = b.stats()
+        assert stats["pinned_overflows"] >= 1, stats
+        assert stats["host_unpinned_segments"] == stats["pinned_overflows"], stats
+        assert stats["host_registrations"] == 1, stats  # the run's kept segment; ``held`` was never shared
+        for _ in range(3):
+            assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
+        after = b.stats()
+    # Only segments the pool kept were pinned, each once.
+    assert 1 <= after["host_registrations"] <= after["pinned_allocations"], after
+    assert after["host_unpinned_segments"] == after["pinned_overflows"], after
+
+
+def test_pinning_runs_beside_the_connection_and_before_unmapping():
+    from standin_hwengine import StandinHwEngine
+
+    from dask_hwdecomp.service.shm import SegmentMap, SharedSegment
+
+    engine = StandinHwEngine()
+    started, release = threading.Event(), threading.Event()
+
+    def slow_register(ptr, nbytes):
+        started.set()
+        release.wait(10)
+        return engine.register_host(ptr, nbytes)
+
+    segments = SegmentMap(slow_register)
+    seg = SharedSegment(1, 1 << 20)
+    try:
+        segments.add(1, os.dup(seg.fd), pin=True)
+        assert started.wait(10)
+        # Mapped and usable while its registration is still under way.
+        segments.view(1)[:4] = b"abcd"
+        assert bytes(seg.view[:4]) == b"abcd" and not segments.pinned(1)
+        segments.forget(1)  # queued after the registration
+        release.set()
+        segments.wait_pinned()
+        assert segments.registrations == 1 and engine.registered == {}  # registered, then unregistered
+        segments.add(2, os.dup(seg.fd), pin=False)
+        segments.wait_pinned()
+        assert segments.registrations == 1 and segments.unpinned == 1
+    finally:
+        release.set()
+        segments.close()
+        seg.close()
+
+
+def test_buffers_given_back_later_are_reused_by_the_next_get():
+    with SharedPool(64 << 20) as pool:
+        a = pool.get(3 << 20)
+        first = a.segment.id
+        pool.give_back_later(a)  # as a finalizer does: nothing freed or taken yet
+        b = pool.get(3 << 20)
+        assert b.segment.id == first and pool.stats()["reuses"] == 1
+        b.close()
+
+
 def test_gpu_timeout_option():
     assert current_options(gpu_timeout_s=5).gpu_timeout_s == 5
     os.environ["HWDECOMP_GPU_TIMEOUT_S"] = "7.5"

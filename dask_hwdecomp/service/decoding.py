@@ -78,27 +78,34 @@ class DecodeOutput:
 
 
 class _Returns:
-    """Shared buffers whose arrays are gone, given back by the next decode.
+    """Output bytes alive in one backend's shared pool, and the buffers whose arrays are gone.
 
     An owner's finalizer may run inside any code (the cyclic garbage
     collector), also inside the pool's own locked sections; so it only
-    queues, and the queue is drained where no lock is held.
+    queues: the buffer goes back at the pool's next ``get`` (before the next
+    read's buffers are taken, so they reuse it), and its bytes leave
+    ``live_bytes`` at the next decode.
     """
 
-    def __init__(self) -> None:
-        self.queue: collections.deque = collections.deque()
+    def __init__(self, pool) -> None:
+        self.pool = pool
+        self.released: collections.deque = collections.deque()
         self.live_bytes = 0
         self.lock = threading.Lock()
+
+    def gone(self, shared, nbytes: int) -> None:
+        self.released.append(nbytes)
+        self.pool.give_back_later(shared)
 
     def drain(self) -> None:
         while True:
             try:
-                buf, nbytes = self.queue.popleft()
+                nbytes = self.released.popleft()
             except IndexError:
-                return
-            buf.close()
+                break
             with self.lock:
                 self.live_bytes -= nbytes
+        self.pool.drain()
 
 
 _returns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -109,7 +116,7 @@ def _returns_of(backend: ServiceBackend) -> _Returns:
     with _returns_lock:
         r = _returns.get(backend)
         if r is None:
-            r = _returns[backend] = _Returns()
+            r = _returns[backend] = _Returns(backend._pool)
         return r
 
 
@@ -119,7 +126,7 @@ class OutputOwner:
     __slots__ = ("__weakref__",)
 
     def __init__(self, shared, nbytes: int, returns: _Returns):
-        weakref.finalize(self, returns.queue.append, (shared, nbytes))
+        weakref.finalize(self, returns.gone, shared, nbytes)
 
 
 def decode_in_service(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns | None = None) -> DecodeOutput:

@@ -508,7 +508,7 @@ class _Connection:
                     self._refuse(-1, f"Share carried {len(fds)} descriptors, not 1")
                     continue
                 try:
-                    self.segments.add(msg.seg_id, fds[0])
+                    self.segments.add(msg.seg_id, fds[0], msg.pin)
                 except OSError as exc:
                     self._refuse(-1, f"segment {msg.seg_id} cannot be mapped: {exc}")
                 continue
@@ -546,15 +546,26 @@ class _Connection:
         try:
             src = self._view(run.src_seg, run.src_offset, run.src_nbytes)
             dst = self._view(run.dst_seg, run.dst_offset, run.dst_nbytes)
-            jobs, protect = wire.unpack_jobs(run, blob)
         except KeyError as exc:
             self._refuse(run.rid, f"run {run.rid} names segment {exc.args[0]}, which was not shared")
             return
         except wire.WireError as exc:
             self._refuse(run.rid, f"run {run.rid}: {exc}")
             return
+        # Unpacked on the run's thread: a job table of thousands of pages
+        # takes milliseconds the connection's next messages need not wait.
+        self._spawn(self._unpack_and_run, (run, blob, src, dst), f"hwdecomp-run-{self.peer.pid}-{run.rid}")
+
+    def _unpack_and_run(self, run: wire.Run, blob: bytes, src: memoryview, dst: memoryview) -> None:
+        try:
+            jobs, protect = wire.unpack_jobs(run, blob)
+        except wire.WireError as exc:
+            self._refuse(run.rid, f"run {run.rid}: {exc}")
+            with self.lock:
+                self.runs.discard(threading.current_thread())
+            return
         self.service.counters.runs += 1
-        self._spawn(self._run, (run, jobs, src, dst, protect), f"hwdecomp-run-{self.peer.pid}-{run.rid}")
+        self._run(run, jobs, src, dst, protect)
 
     def _spawn(self, target, args: tuple, name: str) -> None:
         """Run ``target(*args)`` on a thread of its own, joined before the connection closes."""
@@ -698,7 +709,9 @@ class _Connection:
         if stats is not None:
             # The backend's own pinned pool is unused here: buffers are the clients'.
             out.update({k: v for k, v in stats().items() if not k.startswith("pinned_")})
+        self.segments.wait_pinned()  # counters of every segment shared before this request
         out["mapped_segments"] = len(self.segments)
+        out["host_unpinned_segments"] = self.segments.unpinned
         out["host_registrations"] = self.segments.registrations
         out["host_registration_failures"] = self.segments.registration_failures
         out["host_register_s"] = round(self.segments.register_s, 6)

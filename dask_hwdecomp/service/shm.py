@@ -17,13 +17,14 @@ Nothing here touches CUDA: the service passes its registration function in.
 
 from __future__ import annotations
 
+import collections
 import mmap
 import os
+import queue
 import stat
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
 from .. import timeline
 from ..gpu.pool import CappedPool, size_class
@@ -46,6 +47,9 @@ class SharedSegment:
         Unique within the pool (never reused).
     nbytes : int
         Rounded up to whole pages.
+    kept : bool
+        Whether its pool keeps it for reuse (then the GPU service pins it;
+        a segment made for one request is not worth pinning).
 
     Raises
     ------
@@ -53,8 +57,9 @@ class SharedSegment:
         The memfd cannot be created or sized (e.g. out of memory).
     """
 
-    def __init__(self, seg_id: int, nbytes: int):
+    def __init__(self, seg_id: int, nbytes: int, kept: bool = True):
         self.id = seg_id
+        self.kept = kept
         self.nbytes = _pages(nbytes)
         self.fd = os.memfd_create(f"hwdecomp-{seg_id}", os.MFD_CLOEXEC)
         try:
@@ -147,6 +152,25 @@ class SharedPool(CappedPool):
         self.on_free = on_free
         self._lent: dict[int, SharedSegment] = {}
         self._next_id = 1
+        # Buffers whose last user is gone, queued by :meth:`give_back_later`.
+        self._returned: collections.deque = collections.deque()
+
+    def give_back_later(self, buf: SharedBuffer) -> None:
+        """Queue ``buf`` to be given back by the next :meth:`get` (or :meth:`drain`).
+
+        Safe anywhere, also in a finalizer that the cyclic garbage collector
+        runs inside the pool's own locked sections: it only appends.
+        """
+        self._returned.append(buf)
+
+    def drain(self) -> None:
+        """Give back every buffer queued by :meth:`give_back_later`."""
+        while True:
+            try:
+                buf = self._returned.popleft()
+            except IndexError:
+                return
+            buf.close()
 
     def _round(self, nbytes: int) -> int:
         return _pages(size_class(nbytes))
@@ -161,12 +185,13 @@ class SharedPool(CappedPool):
         RuntimeError
             The pool is closed.
         """
+        self.drain()  # what the last read let go of is reused, not made anew
         seg, want, keep = self._take(nbytes)
         if seg is None:
             with self._lock:
                 seg_id, self._next_id = self._next_id, self._next_id + 1
             try:
-                seg = SharedSegment(seg_id, want if keep else nbytes)
+                seg = SharedSegment(seg_id, want if keep else nbytes, keep)
             except OSError as exc:
                 self._create_failed(want, keep)
                 raise MemoryError(f"cannot create a {want}-byte shared host segment: {exc}") from None
@@ -189,6 +214,11 @@ class SharedPool(CappedPool):
             self._lent.pop(seg.id, None)
         super()._give_back(seg, keep)
 
+    def close(self) -> None:
+        """Give back what is queued, then free idle segments (lent ones when given back)."""
+        self.drain()
+        super().close()
+
     def _destroy(self, seg: SharedSegment) -> None:
         seg.close()
         if self.on_free is not None:
@@ -196,7 +226,16 @@ class SharedPool(CappedPool):
 
 
 class SegmentMap:
-    """The service's side: one connection's segments, mapped and registered once.
+    """The service's side: one connection's segments, mapped at once, pinned in the background.
+
+    Registering a segment as pinned (``cuMemHostRegister``) costs about as
+    much as copying it a few times at pageable speed (about 2.4 GB/s on the
+    H200). So it happens on a thread of the map's own, never on the
+    connection's reader (whose next messages would wait), and only for
+    segments the client's pool keeps for reuse (``Share.pin``). Until its
+    registration is done a segment is used as it is: copies of it run at
+    pageable speed. Unregistering and unmapping go through the same thread,
+    after any registration queued before them.
 
     Parameters
     ----------
@@ -209,16 +248,20 @@ class SegmentMap:
         self._register = register
         self._lock = threading.Lock()
         self._maps: dict[int, _Mapped] = {}
+        self._pinner: threading.Thread | None = None
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
         self.registrations = 0
         self.registration_failures = 0
+        self.unpinned = 0  # segments shared without pinning (made for one request)
         self.register_s = 0.0  # seconds spent page-locking segments
 
-    def add(self, seg_id: int, fd: int) -> None:
+    def add(self, seg_id: int, fd: int, pin: bool = True) -> None:
         """Map the segment whose descriptor came with a ``Share`` (the fd is closed here).
 
-        Its size is the memfd's own, not what the client said. A segment that
-        cannot be registered is used unpinned (copies run at pageable speed)
-        and counted in ``registration_failures``.
+        Its size is the memfd's own, not what the client said. With ``pin``
+        it is registered in the background (:meth:`wait_pinned` waits); a
+        segment that cannot be registered is used unpinned and counted in
+        ``registration_failures``.
 
         Raises
         ------
@@ -237,22 +280,57 @@ class SegmentMap:
             mm = mmap.mmap(fd, st.st_size)
         finally:
             os.close(fd)
-        view = memoryview(mm)
-        handle = None
-        if self._register is not None:
-            import numpy as np
-
-            began = time.perf_counter()
-            try:
-                handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), len(view))
-                ended = time.perf_counter()
-                self.registrations += 1
-                self.register_s += ended - began
-                timeline.record("register", began, ended, nbytes=len(view), seg=seg_id)
-            except Exception:  # still correct unpinned, only slower: counted, not fatal
-                self.registration_failures += 1
+        entry = _Mapped(seg_id, mm, memoryview(mm))
         with self._lock:
-            self._maps[seg_id] = _Mapped(mm, view, handle)
+            self._maps[seg_id] = entry
+        if self._register is None:
+            return
+        if pin:
+            self._queue(lambda: self._pin(entry))
+        else:
+            self.unpinned += 1
+
+    def _pin(self, entry: _Mapped) -> None:
+        import numpy as np
+
+        if entry.closed:
+            return
+        began = time.perf_counter()
+        try:
+            assert self._register is not None
+            entry.handle = self._register(int(np.frombuffer(entry.view, np.uint8).ctypes.data), len(entry.view))
+        except Exception:  # still correct unpinned, only slower: counted, not fatal
+            self.registration_failures += 1
+            return
+        ended = time.perf_counter()
+        self.registrations += 1
+        self.register_s += ended - began
+        timeline.record("register", began, ended, nbytes=len(entry.view), seg=entry.seg_id)
+
+    def _queue(self, work: Callable[[], None]) -> None:
+        with self._lock:
+            if self._pinner is None:
+                self._pinner = threading.Thread(target=self._serve, name="hwdecomp-pinner", daemon=True)
+                self._pinner.start()
+        self._work.put(work)
+
+    def _serve(self) -> None:
+        while True:
+            work = self._work.get()
+            if work is None:
+                return
+            try:
+                work()
+            except Exception:  # one segment's trouble must not stop the others' pinning
+                pass
+
+    def wait_pinned(self) -> None:
+        """Return once every registration and unmapping queued so far is done."""
+        if self._pinner is None:
+            return
+        done = threading.Event()
+        self._work.put(done.set)
+        done.wait()
 
     def view(self, seg_id: int) -> memoryview:
         """The whole segment ``seg_id``.
@@ -265,32 +343,56 @@ class SegmentMap:
         with self._lock:
             return self._maps[seg_id].view
 
+    def pinned(self, seg_id: int) -> bool:
+        """Whether segment ``seg_id`` is registered now."""
+        with self._lock:
+            entry = self._maps.get(seg_id)
+        return entry is not None and entry.handle is not None
+
     def forget(self, seg_id: int) -> None:
         """Unregister and unmap one segment (unknown ids are ignored)."""
         with self._lock:
             entry = self._maps.pop(seg_id, None)
         if entry is not None:
+            self._close(entry)
+
+    def _close(self, entry: _Mapped) -> None:
+        if self._pinner is None:
             entry.close()
+        else:  # after its registration, if one is queued
+            self._queue(entry.close)
 
     def __len__(self) -> int:
         return len(self._maps)
 
     def close(self) -> None:
-        """Unregister and unmap every segment."""
+        """Unregister and unmap every segment, and stop the pinning thread."""
         with self._lock:
             entries, self._maps = list(self._maps.values()), {}
         for entry in entries:
-            entry.close()
+            self._close(entry)
+        with self._lock:
+            pinner = self._pinner
+        if pinner is not None:
+            self._work.put(None)
+            if pinner is not threading.current_thread():
+                pinner.join()
 
 
-class _Mapped(NamedTuple):
+class _Mapped:
     """A mapped segment, its whole view and its pinned registration (or None)."""
 
-    mm: mmap.mmap
-    view: memoryview
-    handle: object
+    def __init__(self, seg_id: int, mm: mmap.mmap, view: memoryview):
+        self.seg_id = seg_id
+        self.mm = mm
+        self.view = view
+        self.handle: object = None
+        self.closed = False
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         try:
             if self.handle is not None:
                 self.handle.close()  # type: ignore[attr-defined]

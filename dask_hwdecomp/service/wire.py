@@ -23,6 +23,7 @@ import json
 import os
 import socket
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -99,10 +100,17 @@ class Attach(Message):
 
 @dataclass(frozen=True)
 class Share(Message):
-    """Client to service: segment ``seg_id`` (its descriptor rides with the frame)."""
+    """Client to service: segment ``seg_id`` (its descriptor rides with the frame).
+
+    ``pin``: the client's pool keeps the segment for reuse, so the service
+    registers it as pinned; a segment made for one request only (past the
+    pool's cap) is copied at pageable speed rather than registered, which
+    would cost more than the copy.
+    """
 
     seg_id: int
     nbytes: int
+    pin: bool
 
 
 @dataclass(frozen=True)
@@ -445,9 +453,23 @@ def unpack_jobs(run: Run, blob: bytes) -> tuple[list[Job], list[tuple[int, int]]
                 raise WireError(f"job {int(np.argmax(bad))} has {what}")
     if len(ranges) and ((ranges[:, 0] < 0) | (ranges[:, 1] < ranges[:, 0]) | (ranges[:, 1] > dst_n)).any():
         raise WireError("a protected range lies outside the destination buffer")
+    locations = _index_locations(len(table))
     jobs = [
-        Job(ALGOS[a], so, ss, do, ds, 0, PageLocation(page=i), None if crc < 0 else crc, pre,
+        Job(ALGOS[a], so, ss, do, ds, 0, locations[i], None if crc < 0 else crc, pre,
             None if pcrc < 0 else PageCrc(po, ps, pcrc))
         for i, (a, so, ss, do, ds, crc, pre, po, ps, pcrc) in enumerate(table.tolist())
     ]
     return jobs, [(int(lo), int(hi)) for lo, hi in ranges.tolist()]
+
+
+# ``PageLocation(page=i)`` for every index seen so far: locations are frozen,
+# so every run shares them rather than making one per job.
+_LOCATIONS: list[PageLocation] = []
+_LOCATIONS_LOCK = threading.Lock()
+
+
+def _index_locations(n: int) -> list[PageLocation]:
+    if len(_LOCATIONS) < n:
+        with _LOCATIONS_LOCK:
+            _LOCATIONS.extend(PageLocation(page=i) for i in range(len(_LOCATIONS), n))
+    return _LOCATIONS
