@@ -56,9 +56,11 @@ def test_demo_reports_every_page_and_removes_its_sample(tmp_path):
     assert re.search(rf"^rows\s+{rows:,}$", done.stdout, re.M), done.stdout
     assert re.search(rf"^files\s+{files}$", done.stdout, re.M), done.stdout
     assert "equals pyarrow     yes" in done.stdout
-    # where each column was decoded, and why not on the GPU (backend=cpu: none in use)
+    # where each column was decoded, and why not on the GPU: without --decode
+    # the demo reads as the library does by default (decode='cpu')
+    assert dask_hwdecomp.Options().decode == "cpu"
     assert re.search(r"^decoded on\s+pyarrow: 16 columns, \d+ chunks", done.stdout, re.M), done.stdout
-    assert re.search(r"^  column 'l_orderkey' decoded on pyarrow: .*\(not on the GPU: no GPU backend in use\)$",
+    assert re.search(r"^  column 'l_orderkey' decoded on pyarrow: .*\(not on the GPU: decode='cpu'\)$",
                      done.stdout, re.M), done.stdout
     # every step says what it is doing: the cluster's start and stop have a line
     assert "starting LocalCluster" in done.stderr and "stopping the cluster" in done.stderr
@@ -139,3 +141,33 @@ def test_bench_page_parts_without_a_table_say_what_to_give(capsys):
     assert main(["bench", "--datasets", "", "--parts", "checksums", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "--datasets" in err and "Traceback" not in err
+
+
+def _subcommands() -> dict:
+    from dask_hwdecomp.cli.main import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if a.choices and "demo" in a.choices]
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("command", ["demo", "bench", "service", "info", "selfcheck"])
+def test_help_shows_every_default_once(command):
+    # Every option that takes a value says its default, and only once
+    # (argparse's "(default: X)" used to follow a hand-written one).
+    parser = _subcommands()[command]
+    text = " ".join(parser.format_help().split())
+    valued = [a for a in parser._actions
+              if a.nargs != 0 and (a.option_strings or a.nargs == "?")]
+    assert text.count("(default") == len(valued), text
+    assert "(default: None)" not in text and not re.search(r"\(default[^)]*\) \(default", text), text
+
+
+def test_demo_defaults_are_the_libraries():
+    from dataclasses import fields
+
+    from dask_hwdecomp.options import Options
+
+    library = {f.name: f.default for f in fields(Options)}
+    text = " ".join(_subcommands()["demo"].format_help().split())
+    for name in ("backend", "decode"):
+        assert f"(default: ${'HWDECOMP_' + name.upper()}, else {library[name]})" in text, text

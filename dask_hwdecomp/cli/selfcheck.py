@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from .helpformat import DefaultsFormatter
+
 __all__ = ["add_parser", "run"]
 
 _CODECS = ("snappy", "gzip", "lz4", "zstd", "brotli")
@@ -50,8 +52,9 @@ def add_parser(subparsers) -> None:
         "selfcheck",
         help="check the GPU decompression backends against the CPU backend",
         description=__doc__.split("\n\n")[1],
+        formatter_class=DefaultsFormatter,
     )
-    p.add_argument("--pages", type=int, default=2000, help="generated pages per algorithm (default 2000)")
+    p.add_argument("--pages", type=int, default=2000, help="generated pages per algorithm")
     p.add_argument("--rows", type=int, default=200_000, help="rows of each generated Parquet file")
     p.set_defaults(func=run)
 

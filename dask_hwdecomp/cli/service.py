@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import os
 
+from .helpformat import DefaultsFormatter
+
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("service", help="run, list or stop this node's GPU service", description=__doc__)
+    p = subparsers.add_parser("service", help="run, list or stop this node's GPU service", description=__doc__,
+                              formatter_class=DefaultsFormatter)
     p.add_argument("action", choices=("run", "status", "stop"))
     p.add_argument("--persist", action="store_true", help="run: keep serving when no client is attached")
     p.add_argument("--idle-s", type=float, default=2.0, help="run: exit this long after the last client left")
