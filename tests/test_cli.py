@@ -171,3 +171,18 @@ def test_demo_defaults_are_the_libraries():
     text = " ".join(_subcommands()["demo"].format_help().split())
     for name in ("backend", "decode"):
         assert f"(default: ${'HWDECOMP_' + name.upper()}, else {library[name]})" in text, text
+
+
+@pytest.mark.parametrize("option", [["--codec", "zstd"], ["--rows", "10"], ["--files", "2"]])
+def test_demo_sample_options_with_a_path_are_refused(tmp_path, option, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "given.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path)
+    assert main(["demo", str(path), *option]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line == (f"hwdecomp demo: {option[0]} is for the sample the demo writes without PATH; "
+                    f"{str(path)!r} is read as it is"), line
+    assert captured.out == ""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..options import BACKENDS, DECODES, Options
 from ..report import PYARROW_NO_GPU, ReadReport
-from .demo_checks import check_path, resolve_options
+from .demo_checks import check_path, check_sample_options, resolve_options
 from .helpformat import DefaultsFormatter
 
 __all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
@@ -128,8 +128,10 @@ def run(args) -> int:
     Raises
     ------
     UsageError
-        A path naming nothing, or a backend that cannot run here.
+        A path naming nothing, a sample's option with a path, or a backend
+        that cannot run here.
     """
+    check_sample_options(args.path, {"--rows": args.rows, "--files": args.files, "--codec": args.codec})
     options = resolve_options(args.backend, args.decode)
     if args.path is not None:
         check_path(args.path)

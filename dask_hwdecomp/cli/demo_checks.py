@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .errors import UsageError
 
-__all__ = ["check_path", "resolve_options"]
+__all__ = ["check_path", "check_sample_options", "resolve_options"]
 
 
 def check_path(path: str) -> None:
@@ -24,6 +24,28 @@ def check_path(path: str) -> None:
     fs, where = url_to_fs(path)
     if not (fs.exists(where) or fs.glob(where)):
         raise UsageError(f"no Parquet file or directory at {path!r}")
+
+
+def check_sample_options(path: str | None, given: dict) -> None:
+    """Refuse an option of the sample dataset given with a PATH, which would ignore it.
+
+    Parameters
+    ----------
+    path : str or None
+        The dataset given on the command line (None: the demo writes a sample).
+    given : dict
+        ``{flag: value}`` of the sample's options, None where not given.
+
+    Raises
+    ------
+    UsageError
+        ``path`` and one of the sample's options are both given.
+    """
+    if path is None:
+        return
+    for flag, value in given.items():
+        if value is not None:
+            raise UsageError(f"{flag} is for the sample the demo writes without PATH; {path!r} is read as it is")
 
 
 def resolve_options(backend: str | None, decode: str | None) -> dict:
