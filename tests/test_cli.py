@@ -14,8 +14,10 @@ import dask_hwdecomp
 from dask_hwdecomp.cli.demo import make_sample
 from dask_hwdecomp.cli.main import main
 from dask_hwdecomp.decompress import registry
+from dask_hwdecomp.decompress.routing import GPU_BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
+_NO_GPU_BACKEND = all(registry.probe(name) is not None for name in GPU_BACKENDS)
 
 
 def _hwdecomp(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -186,3 +188,31 @@ def test_demo_sample_options_with_a_path_are_refused(tmp_path, option, capsys):
     assert line == (f"hwdecomp demo: {option[0]} is for the sample the demo writes without PATH; "
                     f"{str(path)!r} is read as it is"), line
     assert captured.out == ""
+
+
+def _one_line(done: subprocess.CompletedProcess, command: str) -> str:
+    """The single line a refused command prints, after checking it printed nothing else."""
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"hwdecomp {command}: "), line
+    return line
+
+
+@pytest.mark.skipif(not _NO_GPU_BACKEND, reason="a GPU backend runs here: decode='gpu' is not refused")
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_demo_decode_gpu_without_a_gpu_is_one_line_before_any_cluster(how):
+    args, env = (["--decode", "gpu"], {}) if how == "flag" else ([], {"HWDECOMP_DECODE": "gpu"})
+    line = _one_line(_hwdecomp("demo", *args, env=env, timeout=60), "demo")
+    # one line, no sample written and no cluster started for it
+    assert line.startswith("hwdecomp demo: decode 'gpu' cannot run here: no GPU backend can (hardware: "), line
+    assert "--decode auto or cpu" in line
+
+
+def test_demo_option_combination_that_cannot_run_is_one_line(capsys):
+    # decode='gpu' needs a GPU backend, backend='cpu' has none: refused on any machine.
+    assert main(["demo", "--decode", "gpu", "--backend", "cpu"]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("hwdecomp demo: decode='gpu' needs a GPU backend, but backend='cpu'"), line
+    assert "starting LocalCluster" not in captured.err and captured.out == ""

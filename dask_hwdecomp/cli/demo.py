@@ -128,7 +128,7 @@ def run(args) -> int:
     Raises
     ------
     UsageError
-        A path naming nothing, a sample's option with a path, or a backend
+        A path naming nothing, a sample's option with a path, or options
         that cannot run here.
     """
     check_sample_options(args.path, {"--rows": args.rows, "--files": args.files, "--codec": args.codec})

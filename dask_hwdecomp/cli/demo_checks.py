@@ -65,14 +65,27 @@ def resolve_options(backend: str | None, decode: str | None) -> dict:
     Raises
     ------
     UsageError
-        The backend's probe says why it cannot run here.
+        The options cannot be combined (``decode="gpu"`` with
+        ``backend="cpu"``) or an ``HWDECOMP_*`` value is invalid; the
+        backend's probe says why it cannot run here; or ``decode="gpu"``
+        where no GPU backend's probe passes.
     """
     from ..decompress import registry
+    from ..decompress.routing import GPU_BACKENDS
     from ..options import current_options
 
-    opts = current_options(backend=backend, decode=decode)
+    try:
+        opts = current_options(backend=backend, decode=decode)
+    except ValueError as exc:
+        # Each worker's plugin would raise the same at its setup, after the cluster started.
+        raise UsageError(str(exc)) from None
     if opts.backend != "auto":
         reason = registry.probe(opts.backend)
         if reason is not None:
             raise UsageError(f"backend {opts.backend!r} cannot run here: {reason} (use --backend auto or cpu)")
+    if opts.decode == "gpu":
+        reasons = {name: registry.probe(name) for name in GPU_BACKENDS}
+        if all(reason is not None for reason in reasons.values()):
+            why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+            raise UsageError(f"decode 'gpu' cannot run here: no GPU backend can ({why}) (use --decode auto or cpu)")
     return {"backend": opts.backend, "decode": opts.decode}
