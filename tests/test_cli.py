@@ -216,3 +216,33 @@ def test_demo_option_combination_that_cannot_run_is_one_line(capsys):
     (line,) = captured.err.strip().splitlines()
     assert line.startswith("hwdecomp demo: decode='gpu' needs a GPU backend, but backend='cpu'"), line
     assert "starting LocalCluster" not in captured.err and captured.out == ""
+
+
+def _corrupt_page_file(path: Path) -> Path:
+    """A pyarrow-written snappy file whose one data page has 16 bytes flipped in its middle."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": list(range(1000))}), path, compression="snappy", use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    data = bytearray(path.read_bytes())
+    middle = chunk.data_page_offset + chunk.total_compressed_size // 2
+    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("backend", ["auto", "cpu"])
+def test_demo_on_a_corrupt_page_prints_only_its_own_line(tmp_path, backend):
+    # The task fails on a worker: distributed used to log its 30-line
+    # "Compute Failed" block (key, task, traceback) before the demo's line.
+    path = _corrupt_page_file(tmp_path / "broken.parquet")
+    done = _hwdecomp("demo", str(path), "--workers", "1", "--no-check", "--backend", backend, timeout=120)
+    assert done.returncode == 1, done.stderr[-3000:]
+    both = done.stdout + done.stderr
+    assert "Compute Failed" not in both and "Traceback" not in both, both[-3000:]
+    # the cluster's start and stop, the bar, the error: nothing more
+    assert len([line for line in both.split("\n") if line.strip()]) <= 5, both[-3000:]
+    last = done.stderr.strip().split("\n")[-1]
+    assert last.startswith("hwdecomp demo: ") and str(path) in last, last

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..options import BACKENDS, DECODES, Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from .demo_checks import check_path, check_sample_options, resolve_options
+from .errors import InputError
 from .helpformat import DefaultsFormatter
 
 __all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
@@ -100,7 +101,7 @@ def _step(text: str):
     print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
-def _progress(futures, desc: str) -> None:
+def _progress(futures, desc: str, dataset: str) -> None:
     """A bar that advances as each future finishes (errors raise here)."""
     from distributed import as_completed
     from tqdm import tqdm
@@ -108,8 +109,31 @@ def _progress(futures, desc: str) -> None:
     with tqdm(total=len(futures), desc=desc, unit="partition", file=sys.stderr) as bar:
         for future in as_completed(futures):
             if future.status == "error":
-                future.result()  # raises the task's exception here
+                _raise_task_error(future, dataset)
             bar.update()
+
+
+def _raise_task_error(future, dataset: str) -> None:
+    """Raise a failed read task's exception, naming ``dataset`` where the exception does not.
+
+    The project's errors name file, row group, column and page; pyarrow's own
+    reader (``backend="auto"`` without a GPU) says only what broke.
+
+    Raises
+    ------
+    InputError
+        A pyarrow or operating-system error that does not name ``dataset``.
+    Exception
+        Any other: the task's own exception.
+    """
+    import pyarrow as pa
+
+    from ..errors import HwdecompError
+
+    exc = future.exception()
+    if isinstance(exc, (pa.ArrowInvalid, OSError)) and not isinstance(exc, HwdecompError) and dataset not in str(exc):
+        raise InputError(dataset, exc) from exc
+    future.result()  # raises the task's exception, with its traceback
 
 
 def same_partition(ours, ref) -> bool:
@@ -174,6 +198,7 @@ def _demo(path: str, options: dict, args, scratch: Path) -> DemoResult:
         from .. import hwdecomp
         from ..engine.metrics import cluster_report
         from ..engine.plugin import HwdecompPlugin
+        from .workerlog import QuietTaskFailures
 
         # The scheduler's scratch space too (distributed's default is the system's temporary directory).
         dask.config.set({"temporary-directory": str(scratch)})
@@ -182,11 +207,16 @@ def _demo(path: str, options: dict, args, scratch: Path) -> DemoResult:
             threads_per_worker=args.threads,
             processes=True,
             dashboard_address=None,
+            # No dashboard, but the scheduler's HTTP server still binds 8787 and
+            # warns when another cluster holds it: any free port of this host.
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             local_directory=str(scratch),
         )
         client = None
         try:
             client = Client(cluster)
+            # A failed task is reported once, by the demo's own line.
+            client.register_plugin(QuietTaskFailures())
             client.register_plugin(HwdecompPlugin(**options))
         except BaseException:
             _close(client, cluster)
@@ -196,7 +226,7 @@ def _demo(path: str, options: dict, args, scratch: Path) -> DemoResult:
         df = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=options)
         t0 = time.perf_counter()
         df = df.persist()
-        _progress(futures_of(df), "reading")
+        _progress(futures_of(df), "reading", path)
         seconds = time.perf_counter() - t0
         report = cluster_report(client)
         rows, nbytes = dask.compute(df.shape[0], df.memory_usage(deep=True).sum())
@@ -207,7 +237,7 @@ def _demo(path: str, options: dict, args, scratch: Path) -> DemoResult:
                 same_partition, df, ref, align_dataframes=False, meta=(None, bool), enforce_metadata=False
             ).to_delayed()
             futures = client.compute(verdicts)
-            _progress(futures, "checking against engine='pyarrow'")
+            _progress(futures, "checking against engine='pyarrow'", path)
             same = all(f.result() for f in futures)
     finally:
         _close(client, cluster)
