@@ -246,3 +246,18 @@ def test_demo_on_a_corrupt_page_prints_only_its_own_line(tmp_path, backend):
     assert len([line for line in both.split("\n") if line.strip()]) <= 5, both[-3000:]
     last = done.stderr.strip().split("\n")[-1]
     assert last.startswith("hwdecomp demo: ") and str(path) in last, last
+
+
+def test_bench_console_says_why_a_target_was_not_measured(tmp_path):
+    done = _hwdecomp(
+        "bench", "--out", str(tmp_path / "out"), "--size", "1MB", "--datasets", "lineitem", "--codecs", "snappy",
+        "--files", "1", "--repeats", "1", "--parts", "e2e", "--schedulers", "threads", "--backends", "auto",
+        "--decodes", "cpu", "--no-progress", timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    unmeasured = [line for line in done.stdout.splitlines() if line.lstrip().startswith("[   n/a]")]
+    assert unmeasured, done.stdout
+    for line in unmeasured:
+        # the reason report.md gives, not a bare "-"
+        assert re.search(r": not measur(ed|able)\b.* \(target [^)]+\)$", line), line
+    assert "the distributed scheduler was not run" in done.stdout

@@ -154,5 +154,7 @@ def run(args) -> int:
     print(f"wrote {cfg.out_dir / 'report.md'} and {cfg.out_dir / 'results.json'}")
     for check in results.get("targets", []):
         status = "ref" if check.get("reference") else {True: "met", False: "MISSED", None: "n/a"}[check.get("met")]
-        print(f"  [{status:>6}] {check['what']}: {check.get('measured') or '-'} (target {check['target']})")
+        # Not measured: report.md's reason, which a bare "-" left out.
+        shown = check.get("measured") or check.get("limit") or "-"
+        print(f"  [{status:>6}] {check['what']}: {shown} (target {check['target']})")
     return 0
