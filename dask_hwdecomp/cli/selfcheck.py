@@ -41,8 +41,8 @@ What selfcheck checks, where a GPU backend can run:
   - Parquet files written by pyarrow in {", ".join(_CODECS)}, data pages v1
     and v2, read with that backend and compared with pyarrow's own read.
 To get it checked: on a machine with an NVIDIA GPU and its driver, install
-the gpu extra (pip install "dask-hwdecomp[gpu]": cuda-bindings >= 13.5 and
-nvCOMP), run `hwdecomp info` to see that the backends are available, then
+the gpu extra from a checkout (pip install -e ".[gpu]": cuda-bindings >= 13.5
+and nvCOMP), run `hwdecomp info` to see that the backends are available, then
 `hwdecomp selfcheck`; send its table with an issue if a line says FAIL.
 """
 
