@@ -263,6 +263,13 @@ def test_bench_console_says_why_a_target_was_not_measured(tmp_path):
     assert "the distributed scheduler was not run" in done.stdout
 
 
+def test_info_lists_only_packages_the_project_uses(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "cupy" not in out
+    assert not any("cupy" in path.read_text() for path in (ROOT / "dask_hwdecomp").rglob("*.py"))
+
+
 def test_install_hints_say_how_to_install_from_a_checkout():
     # No package index serves dask-hwdecomp: the gpu extra comes from the checkout.
     texts = [*(ROOT / "dask_hwdecomp").rglob("*.py"), *(ROOT / "docs").glob("*.md"),
