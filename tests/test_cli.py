@@ -277,3 +277,25 @@ def test_install_hints_say_how_to_install_from_a_checkout():
     assert [str(p.relative_to(ROOT)) for p in texts if "dask-hwdecomp[" in p.read_text()] == []
     if registry.probe("nvcomp") is not None and "not installed" in registry.probe("nvcomp"):
         assert 'pip install -e ".[gpu]"' in registry.probe("nvcomp")
+
+
+def _service(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """``hwdecomp service ARGS`` with a service directory of its own (nothing else on the node is touched)."""
+    directory = tmp_path / "svc"
+    return _hwdecomp("service", *args, env={"HWDECOMP_SERVICE_DIR": str(directory)}, timeout=30)
+
+
+@pytest.mark.skipif(not _NO_GPU_BACKEND, reason="a GPU backend runs here: the service has something to serve")
+def test_service_run_without_a_gpu_backend_is_refused(tmp_path):
+    line = _one_line(_service("run", tmp_path=tmp_path), "service")
+    assert line.startswith("hwdecomp service: no GPU backend can run here (hardware: "), line
+    assert "python -m dask_hwdecomp.service" in line
+    assert not list((tmp_path / "svc").glob("*.sock")), "a service was started"
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_service_idle_s_must_be_a_finite_number_of_seconds(tmp_path, value):
+    done = _service("run", f"--idle-s={value}", tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"hwdecomp service: error: argument --idle-s: {value!r} is not a finite number of seconds >= 0", last
