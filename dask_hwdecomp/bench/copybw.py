@@ -22,7 +22,7 @@ def _unavailable() -> str | None:
     try:
         n = device_count()
     except ImportError as exc:
-        return f"cuda-bindings is not installed (pip install dask-hwdecomp[gpu]): {exc}"
+        return f'cuda-bindings is not installed (in a checkout: pip install -e ".[gpu]"): {exc}'
     except Exception as exc:  # a broken driver: reported, nothing measured
         return f"CUDA is not usable: {exc}"
     return None if n >= 1 else "no CUDA device"

@@ -22,7 +22,6 @@ PACKAGES = (
     "fsspec",
     "nvidia-nvcomp-cu13",
     "cuda-bindings",
-    "cupy-cuda13x",
 )
 
 

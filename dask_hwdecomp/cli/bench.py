@@ -13,6 +13,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from .helpformat import DefaultsFormatter
+
 __all__ = ["add_parser", "run", "parse_size", "config_from_args"]
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -59,14 +61,14 @@ def add_parser(subparsers) -> None:
         "bench",
         help="benchmark dd.read_parquet, CPU time and decompression; write a report",
         description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("--out", default="bench-out", help="directory for results.json, report.md and plots")
-    p.add_argument("--data-dir", default=None, help="where datasets are written (default OUT/data)")
+    p.add_argument("--data-dir", default=None, help="where datasets are written (default: OUT/data)")
     p.add_argument("--keep-data", action="store_true", help="keep the generated datasets after the run (reused by a later run with the same settings)")
     p.add_argument("--size", type=parse_size, default="3GB", help="Arrow size of each generated dataset")
     p.add_argument("--datasets", type=_names, default="lineitem,entropy", help="generated tables (empty: none)")
-    p.add_argument("--dataset", default=None, help="also measure this directory of Parquet files")
+    p.add_argument("--dataset", default=None, help="also measure this directory of Parquet files (default: none)")
     p.add_argument("--codecs", type=_names, default="snappy,gzip,lz4_raw,zstd", help="codecs written (uncompressed always)")
     p.add_argument("--files", type=int, default=16, help="files per codec")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats of each figure")
@@ -152,5 +154,7 @@ def run(args) -> int:
     print(f"wrote {cfg.out_dir / 'report.md'} and {cfg.out_dir / 'results.json'}")
     for check in results.get("targets", []):
         status = "ref" if check.get("reference") else {True: "met", False: "MISSED", None: "n/a"}[check.get("met")]
-        print(f"  [{status:>6}] {check['what']}: {check.get('measured') or '-'} (target {check['target']})")
+        # Not measured: report.md's reason, which a bare "-" left out.
+        shown = check.get("measured") or check.get("limit") or "-"
+        print(f"  [{status:>6}] {check['what']}: {shown} (target {check['target']})")
     return 0

@@ -13,13 +13,21 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
+from ..options import BACKENDS, DECODES, Options
 from ..report import PYARROW_NO_GPU, ReadReport
-from .errors import UsageError
+from .demo_checks import check_path, check_sample_options, resolve_options
+from .errors import InputError
+from .helpformat import DefaultsFormatter
 
 __all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
+
+# The sample dataset written when no PATH is given.
+SAMPLE_ROWS = 2_000_000
+SAMPLE_FILES = 8
+SAMPLE_CODEC = "snappy"
 
 
 def _positive(text: str) -> int:
@@ -39,21 +47,33 @@ def add_parser(subparsers) -> None:
         "demo",
         help="read a (generated) dataset with engine=hwdecomp on a LocalCluster",
         description=__doc__,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("path", nargs="?", help="Parquet file, directory or glob (default: make a sample)")
-    p.add_argument("--rows", type=_positive, default=2_000_000, help="rows of the sample dataset")
-    p.add_argument("--files", type=_positive, default=8, help="files of the sample dataset")
+    # The sample's options default to None so that one given with PATH is seen (and refused).
+    p.add_argument("--rows", type=_positive, default=None,
+                   help=f"rows of the sample dataset (default: {SAMPLE_ROWS}; not with PATH)")
+    p.add_argument("--files", type=_positive, default=None,
+                   help=f"files of the sample dataset (default: {SAMPLE_FILES}; not with PATH)")
     p.add_argument(
-        "--codec", default="snappy", choices=("snappy", "gzip", "lz4", "zstd", "brotli", "none"),
-        help="codec of the sample dataset",
+        "--codec", default=None, choices=("snappy", "gzip", "lz4", "zstd", "brotli", "none"),
+        help=f"codec of the sample dataset (default: {SAMPLE_CODEC}; not with PATH)",
     )
-    p.add_argument("--workers", type=_positive, default=2)
+    p.add_argument("--workers", type=_positive, default=2, help="worker processes of the LocalCluster")
     p.add_argument("--threads", type=_positive, default=1, help="threads per worker")
-    p.add_argument("--backend", default="auto", choices=("auto", "hardware", "nvcomp", "cpu"))
-    p.add_argument("--decode", default="auto", choices=("auto", "gpu", "cpu"),
-                   help="where pages are decoded into Arrow columns (the option decode)")
+    # None: the option in force, as a read of the user's own would take it.
+    p.add_argument("--backend", default=None, choices=BACKENDS,
+                   help=f"where pages are decompressed (default: $HWDECOMP_BACKEND, else {_library_default('backend')})")
+    p.add_argument("--decode", default=None, choices=DECODES,
+                   help="where pages are decoded into Arrow columns "
+                   f"(default: $HWDECOMP_DECODE, else {_library_default('decode')})")
     p.add_argument("--no-check", action="store_true", help="skip the comparison with engine='pyarrow'")
     p.set_defaults(func=run)
+
+
+def _library_default(name: str):
+    """The default of option ``name`` (the demo's follows the library's)."""
+    return next(f.default for f in fields(Options) if f.name == name)
 
 
 def make_sample(root: Path, rows: int, files: int, codec: str, progress: bool = True) -> Path:
@@ -81,7 +101,7 @@ def _step(text: str):
     print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
-def _progress(futures, desc: str) -> None:
+def _progress(futures, desc: str, dataset: str) -> None:
     """A bar that advances as each future finishes (errors raise here)."""
     from distributed import as_completed
     from tqdm import tqdm
@@ -89,8 +109,31 @@ def _progress(futures, desc: str) -> None:
     with tqdm(total=len(futures), desc=desc, unit="partition", file=sys.stderr) as bar:
         for future in as_completed(futures):
             if future.status == "error":
-                future.result()  # raises the task's exception here
+                _raise_task_error(future, dataset)
             bar.update()
+
+
+def _raise_task_error(future, dataset: str) -> None:
+    """Raise a failed read task's exception, naming ``dataset`` where the exception does not.
+
+    The project's errors name file, row group, column and page; pyarrow's own
+    reader (``backend="auto"`` without a GPU) says only what broke.
+
+    Raises
+    ------
+    InputError
+        A pyarrow or operating-system error that does not name ``dataset``.
+    Exception
+        Any other: the task's own exception.
+    """
+    import pyarrow as pa
+
+    from ..errors import HwdecompError
+
+    exc = future.exception()
+    if isinstance(exc, (pa.ArrowInvalid, OSError)) and not isinstance(exc, HwdecompError) and dataset not in str(exc):
+        raise InputError(dataset, exc) from exc
+    future.result()  # raises the task's exception, with its traceback
 
 
 def same_partition(ours, ref) -> bool:
@@ -103,55 +146,26 @@ def same_partition(ours, ref) -> bool:
     )
 
 
-def _check_path(path: str) -> None:
-    """Refuse a path that names nothing before a cluster is started for it.
-
-    Raises
-    ------
-    UsageError
-        Nothing is at ``path`` (file, directory or glob).
-    """
-    from fsspec.core import url_to_fs
-
-    fs, where = url_to_fs(path)
-    if not (fs.exists(where) or fs.glob(where)):
-        raise UsageError(f"no Parquet file or directory at {path!r}")
-
-
-def _check_backend(name: str) -> None:
-    """Refuse a named backend that cannot run here, before starting a cluster.
-
-    Raises
-    ------
-    UsageError
-        The backend's probe says why it cannot run.
-    """
-    from ..decompress import registry
-
-    if name == "auto":
-        return
-    reason = registry.probe(name)
-    if reason is not None:
-        raise UsageError(f"backend {name!r} cannot run here: {reason} (use --backend auto or cpu)")
-
-
 def run(args) -> int:
     """Run the demo; returns the exit status.
 
     Raises
     ------
     UsageError
-        A path naming nothing, or a backend that cannot run here.
+        A path naming nothing, a sample's option with a path, or options
+        that cannot run here.
     """
-    _check_backend(args.backend)
+    check_sample_options(args.path, {"--rows": args.rows, "--files": args.files, "--codec": args.codec})
+    options = resolve_options(args.backend, args.decode)
     if args.path is not None:
-        _check_path(args.path)
+        check_path(args.path)
+    codec = args.codec or SAMPLE_CODEC
     # One scratch directory for the sample and the workers' spill space,
     # removed at the end: the demo leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="hwdecomp-demo-") as tmp:
-        path = args.path or str(make_sample(Path(tmp), args.rows, args.files, args.codec))
-        result = _demo(path, args, Path(tmp) / "workers")
-    _print(result, path, args)
+        path = args.path or str(make_sample(Path(tmp), args.rows or SAMPLE_ROWS, args.files or SAMPLE_FILES, codec))
+        result = _demo(path, options, args, Path(tmp) / "workers")
+    _print(result, path if args.path else f"sample lineitem ({codec}), removed after the run", args)
     return 0 if result.same in (None, True) else 1
 
 
@@ -174,8 +188,7 @@ def _close(client, cluster) -> None:
         cluster.close()
 
 
-def _demo(path: str, args, scratch: Path) -> DemoResult:
-    options = {"backend": args.backend, "decode": args.decode}
+def _demo(path: str, options: dict, args, scratch: Path) -> DemoResult:
     with _step(f"starting LocalCluster: {args.workers} workers x {args.threads} threads each"):
         # dask.dataframe and distributed take a second to import: inside the step that says so.
         import dask
@@ -185,6 +198,7 @@ def _demo(path: str, args, scratch: Path) -> DemoResult:
         from .. import hwdecomp
         from ..engine.metrics import cluster_report
         from ..engine.plugin import HwdecompPlugin
+        from .workerlog import QuietTaskFailures
 
         # The scheduler's scratch space too (distributed's default is the system's temporary directory).
         dask.config.set({"temporary-directory": str(scratch)})
@@ -193,11 +207,16 @@ def _demo(path: str, args, scratch: Path) -> DemoResult:
             threads_per_worker=args.threads,
             processes=True,
             dashboard_address=None,
+            # No dashboard, but the scheduler's HTTP server still binds 8787 and
+            # warns when another cluster holds it: any free port of this host.
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             local_directory=str(scratch),
         )
         client = None
         try:
             client = Client(cluster)
+            # A failed task is reported once, by the demo's own line.
+            client.register_plugin(QuietTaskFailures())
             client.register_plugin(HwdecompPlugin(**options))
         except BaseException:
             _close(client, cluster)
@@ -207,7 +226,7 @@ def _demo(path: str, args, scratch: Path) -> DemoResult:
         df = dd.read_parquet(path, engine=hwdecomp, hwdecomp_options=options)
         t0 = time.perf_counter()
         df = df.persist()
-        _progress(futures_of(df), "reading")
+        _progress(futures_of(df), "reading", path)
         seconds = time.perf_counter() - t0
         report = cluster_report(client)
         rows, nbytes = dask.compute(df.shape[0], df.memory_usage(deep=True).sum())
@@ -218,19 +237,19 @@ def _demo(path: str, args, scratch: Path) -> DemoResult:
                 same_partition, df, ref, align_dataframes=False, meta=(None, bool), enforce_metadata=False
             ).to_delayed()
             futures = client.compute(verdicts)
-            _progress(futures, "checking against engine='pyarrow'")
+            _progress(futures, "checking against engine='pyarrow'", path)
             same = all(f.result() for f in futures)
     finally:
         _close(client, cluster)
     return DemoResult(int(rows), int(nbytes), report, routes, seconds, same)
 
 
-def _print(result: DemoResult, path: str, args) -> None:
+def _print(result: DemoResult, dataset: str, args) -> None:
     report = result.report
     compressed = sum(s.compressed_bytes for s in report.by_backend.values())
     uncompressed = sum(s.uncompressed_bytes for s in report.by_backend.values())
     print()
-    print(f"dataset            {path if args.path else 'sample lineitem (' + args.codec + '), removed after the run'}")
+    print(f"dataset            {dataset}")
     print(f"cluster            LocalCluster {args.workers} workers x {args.threads} threads each")
     print(f"rows               {result.rows:,}")
     print(f"pandas bytes       {result.nbytes / 1e6:,.1f} MB")

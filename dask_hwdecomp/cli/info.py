@@ -7,13 +7,16 @@ import importlib
 import importlib.metadata
 import json
 
+from .helpformat import DefaultsFormatter
+
 __all__ = ["add_parser", "run", "collect"]
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("info", help="versions, GPUs and the backend chosen per codec", description=__doc__)
+    p = subparsers.add_parser("info", help="versions, GPUs and the backend chosen per codec", description=__doc__,
+                              formatter_class=DefaultsFormatter)
     p.add_argument(
-        "--backend", default=None, choices=("auto", "hardware", "nvcomp", "cpu"), help="resolve routing for this backend option"
+        "--backend", default=None, choices=("auto", "hardware", "nvcomp", "cpu"), help="resolve routing for this backend option (default: the options in force here)"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)

@@ -13,7 +13,7 @@ import argparse
 import importlib
 import sys
 
-from .errors import USER_ERRORS, UsageError
+from .errors import USER_ERRORS, InputError, UsageError
 
 SUBCOMMANDS = ("info", "demo", "selfcheck", "bench", "service")
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except USER_ERRORS as exc:
-        kind = "" if isinstance(exc, UsageError) else f"{type(exc).__name__}: "
+        kind = "" if isinstance(exc, (UsageError, InputError)) else f"{type(exc).__name__}: "
         # One line: dask wraps a reader's error in a multi-line message.
         print(f"hwdecomp {args.command}: {kind}{' '.join(str(exc).split())}", file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1

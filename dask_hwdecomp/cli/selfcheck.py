@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from .helpformat import DefaultsFormatter
+
 __all__ = ["add_parser", "run"]
 
 _CODECS = ("snappy", "gzip", "lz4", "zstd", "brotli")
@@ -39,8 +41,8 @@ What selfcheck checks, where a GPU backend can run:
   - Parquet files written by pyarrow in {", ".join(_CODECS)}, data pages v1
     and v2, read with that backend and compared with pyarrow's own read.
 To get it checked: on a machine with an NVIDIA GPU and its driver, install
-the gpu extra (pip install "dask-hwdecomp[gpu]": cuda-bindings >= 13.5 and
-nvCOMP), run `hwdecomp info` to see that the backends are available, then
+the gpu extra from a checkout (pip install -e ".[gpu]": cuda-bindings >= 13.5
+and nvCOMP), run `hwdecomp info` to see that the backends are available, then
 `hwdecomp selfcheck`; send its table with an issue if a line says FAIL.
 """
 
@@ -50,8 +52,9 @@ def add_parser(subparsers) -> None:
         "selfcheck",
         help="check the GPU decompression backends against the CPU backend",
         description=__doc__.split("\n\n")[1],
+        formatter_class=DefaultsFormatter,
     )
-    p.add_argument("--pages", type=int, default=2000, help="generated pages per algorithm (default 2000)")
+    p.add_argument("--pages", type=int, default=2000, help="generated pages per algorithm")
     p.add_argument("--rows", type=int, default=200_000, help="rows of each generated Parquet file")
     p.set_defaults(func=run)
 

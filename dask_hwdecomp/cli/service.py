@@ -4,27 +4,79 @@ Readers start the service themselves and it exits once its last client has
 left; ``run`` keeps one in the foreground (``--persist``: even without
 clients), ``status`` lists the services of this user and what they serve,
 ``stop`` asks them to finish their batches and exit.
+
+``run`` refuses (one line, exit 2) where no GPU backend can run: the service
+would have nothing to serve. A service over other backends, such as the
+tests' CPU stand-ins, runs through the service's own entry point,
+``python -m dask_hwdecomp.service --socket PATH --backend NAME=MODULE:FUNCTION``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
+
+from .errors import UsageError
+from .helpformat import DefaultsFormatter
 
 __all__ = ["add_parser", "run"]
 
 
+def _seconds(text: str) -> float:
+    """Seconds as argparse's type: a finite number >= 0 (``-1``, ``nan``, ``inf`` are refused).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Not a finite number of seconds >= 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("service", help="run, list or stop this node's GPU service", description=__doc__)
+    p = subparsers.add_parser("service", help="run, list or stop this node's GPU service", description=__doc__,
+                              formatter_class=DefaultsFormatter)
     p.add_argument("action", choices=("run", "status", "stop"))
     p.add_argument("--persist", action="store_true", help="run: keep serving when no client is attached")
-    p.add_argument("--idle-s", type=float, default=2.0, help="run: exit this long after the last client left")
+    p.add_argument("--idle-s", type=_seconds, default=2.0, help="run: exit this long after the last client left")
     p.add_argument("--json", action="store_true", help="status: print JSON")
-    p.add_argument("--timeout-s", type=float, default=60.0, help="stop: longest wait for a service to exit")
+    p.add_argument("--timeout-s", type=_seconds, default=60.0, help="stop: longest wait for a service to exit")
     p.set_defaults(func=run)
 
 
+def _check_gpu_backends(names) -> None:
+    """Refuse to start a service that none of the GPU backends ``names`` could serve from.
+
+    Raises
+    ------
+    UsageError
+        Every backend's probe says why it cannot run here.
+    """
+    from ..decompress import registry
+
+    reasons = {name: registry.probe(name) for name in sorted(names)}
+    if all(reason is not None for reason in reasons.values()):
+        why = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+        raise UsageError(f"no GPU backend can run here ({why}), so a GPU service would serve nothing "
+                         "(python -m dask_hwdecomp.service runs one over other backends)")
+
+
 def run(args) -> int:
+    """Run, list or stop the services; returns the exit status.
+
+    Raises
+    ------
+    UsageError
+        ``run`` where no GPU backend can run.
+    """
     from ..options import current_options
     from ..service import wire
     from ..service.client import GPU_FACTORIES, node_stats, query, service_command, wait_for_exit
@@ -32,6 +84,7 @@ def run(args) -> int:
 
     opts = current_options()
     if args.action == "run":
+        _check_gpu_backends(GPU_FACTORIES)
         address = address_for(GPU_FACTORIES, opts.service_dir or None)
         cmd, env = service_command(address, idle_s=args.idle_s, persist=args.persist)
         print(f"hwdecomp service: GPU {address.gpu}, listening on {address.socket}", flush=True)

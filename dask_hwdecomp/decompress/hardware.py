@@ -39,7 +39,7 @@ def probe() -> str | None:
     from ..gpu.device import bindings_installed
 
     if not bindings_installed():
-        return "cuda-bindings is not installed (pip install dask-hwdecomp[gpu])"
+        return 'cuda-bindings is not installed (in a checkout: pip install -e ".[gpu]")'
     try:
         from ..gpu.device import device_count
         from ..gpu.hwengine import engine_properties

@@ -19,11 +19,11 @@ def probe() -> str | None:
     from ..gpu.device import bindings_installed
 
     if not bindings_installed():
-        return "cuda-bindings is not installed (pip install dask-hwdecomp[gpu])"
+        return 'cuda-bindings is not installed (in a checkout: pip install -e ".[gpu]")'
     from ..gpu.nvcomp_lib import find_library
 
     if find_library() is None:
-        return "nvCOMP not installed (pip install dask-hwdecomp[gpu])"
+        return 'nvCOMP not installed (in a checkout: pip install -e ".[gpu]")'
     try:
         from ..gpu.device import device_count
 

@@ -118,7 +118,7 @@ def check_params_dtype(dtype, version: str) -> None:
     if got not in (want, unnamed):
         raise BackendUnavailableError(
             f"cuda-bindings {version}: mem_decompress_params_dtype is {got}, this package writes {want} "
-            f"(tested with cuda-bindings {TESTED_BINDINGS}.x; install dask-hwdecomp[gpu] to get it)"
+            f'(tested with cuda-bindings {TESTED_BINDINGS}.x; the gpu extra installs it, in a checkout: pip install -e ".[gpu]")'
         )
 
 

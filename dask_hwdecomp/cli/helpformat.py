@@ -1,0 +1,26 @@
+"""``--help`` that shows every option's default, once."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["DefaultsFormatter"]
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's ``(default: X)`` after each option's help, unless the help says it.
+
+    An option whose default is None or a flag's False has no value to show:
+    its help says in words what happens without it (``(default: OUT/data)``),
+    and argparse's own ``(default: None)`` would follow it.
+
+    ``_get_help_string`` is the one method ``ArgumentDefaultsHelpFormatter``
+    itself overrides; ``tests/test_cli.py`` reads the help of every
+    subcommand, so an argparse that stops calling it fails there.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help = action.help or ""
+        if "(default" in help or action.default is None or action.default is False:
+            return help
+        return super()._get_help_string(action) or ""

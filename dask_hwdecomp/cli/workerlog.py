@@ -1,0 +1,41 @@
+"""The demo's workers leave distributed's report of a failed task out of their log.
+
+A task that raises on a worker is logged there by ``distributed.worker`` at
+ERROR as "Compute Failed" with its key, task, exception and traceback (some
+30 lines) before the client receives the exception. The demo prints that
+exception itself, as one line for broken input or with its traceback for a
+bug, so the log block only repeats it in a form a user cannot act on. Only
+that record is dropped, and only in the demo's own workers: every other
+warning and error of distributed still reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+__all__ = ["QuietTaskFailures"]
+
+# distributed's logger and message: tests/test_cli.py runs the demo on a
+# corrupt file, so a distributed that words it otherwise fails there.
+_LOGGER = "distributed.worker"
+_MESSAGE = "Compute Failed"
+
+
+class _DropTaskFailures(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_MESSAGE)
+
+
+class QuietTaskFailures(WorkerPlugin):
+    """A worker plugin that keeps "Compute Failed" records out of the worker's log until teardown."""
+
+    name = "hwdecomp-demo-quiet-task-failures"
+
+    def setup(self, worker) -> None:
+        self._filter = _DropTaskFailures()
+        logging.getLogger(_LOGGER).addFilter(self._filter)
+
+    def teardown(self, worker) -> None:
+        logging.getLogger(_LOGGER).removeFilter(self._filter)
