@@ -55,9 +55,13 @@ class DecodeStats:
     Attributes
     ----------
     chunks : int
-        Column chunks (one per row group read).
+        Column chunks (one per row group read). For a file on another
+        filesystem that pyarrow read through ``dd.read_parquet`` without a
+        GPU, whose footer is not read again: the Arrow chunks pyarrow
+        returned.
     rows : int
-        Rows of those chunks (before any row filter).
+        Rows of those chunks (before any row filter; in that same case, the
+        rows returned).
     arrow_bytes : int
         Bytes of the Arrow arrays decoded (for pyarrow's columns, as the
         read returned them: after row filters).

@@ -140,13 +140,23 @@ def test_dask_read_equals_pyarrow(files, kwargs):
     assert {b for b, _ in report.by_backend} == {PYARROW_NO_GPU}
 
 
-def test_remote_file_says_sizes_are_unknown():
+def test_remote_file_sizes_come_from_the_footer_pyarrow_read_or_are_unknown():
     fs = fsspec.filesystem("memory")
     with fs.open("/nogpu/data.parquet", "wb") as f:
-        pq.write_table(pa.table({"a": np.arange(3000)}), f, compression="zstd")
+        pq.write_table(pa.table({"a": np.arange(3000)}), f, compression="zstd", row_group_size=1000)
+    with fs.open("/nogpu/data.parquet", "rb") as f:
+        md = pq.read_metadata(f)
     report = ReadReport()
     got = dask_hwdecomp.read_table("memory://nogpu/data.parquet", report=report)
     assert got.column("a").to_pylist() == list(range(3000))
+    # read_table's pyarrow read holds the footer: no second request for it
+    sizes = [md.row_group(i).column(0) for i in range(3)]
+    assert _reported_bytes(report) == {"ZSTD": (sum(c.total_compressed_size for c in sizes),
+                                                sum(c.total_uncompressed_size for c in sizes))}
+    assert (report.columns[("a", "pyarrow", "decode='cpu'")].chunks, report.files) == (3, 1)
+    # dask's read keeps it to itself, and reading it again would cost a request
+    with collect_reports() as report:
+        dd.read_parquet("memory://nogpu/data.parquet", engine=hwdecomp).compute(scheduler="sync")
     assert list(report.by_backend) == [(PYARROW_NO_GPU, UNKNOWN_CODEC)]
     assert "not read" in report.summary()
 
@@ -155,3 +165,56 @@ def test_info_and_plugin_routing_say_pyarrow():
     assert collect()["routing"] == pyarrow_routes()
     assert all(names == [PYARROW_NO_GPU] for names in pyarrow_routes().values())
     assert collect("cpu")["routing"]["snappy"] == ["cpu"]
+
+
+# --- what pyarrow's read counts is what the page path counts ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_groups(tmp_path_factory):
+    """One file of 3 row groups and 2 columns."""
+    path = tmp_path_factory.mktemp("groups") / "three.parquet"
+    rng = np.random.default_rng(5)
+    pq.write_table(pa.table({"a": np.arange(3000), "b": rng.random(3000)}), path, compression="lz4",
+                   row_group_size=1000)
+    return str(path)
+
+
+def _decoded(report: ReadReport) -> dict:
+    """``{(column, where, why): (chunks, rows)}``."""
+    return {key: (d.chunks, d.rows) for key, d in report.columns.items()}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"row_groups": [2, 0]}, {"columns": ["b"], "filters": [("a", ">", 2500)]}],
+    ids=str,
+)
+def test_read_table_counts_the_chunks_and_rows_of_the_page_path(three_groups, kwargs):
+    auto, cpu = ReadReport(), ReadReport()
+    dask_hwdecomp.read_table(three_groups, report=auto, **kwargs)
+    dask_hwdecomp.read_table(three_groups, backend="cpu", report=cpu, **kwargs)
+    assert {b for b, _ in auto.by_backend} == {PYARROW_NO_GPU}
+    assert _decoded(auto) == _decoded(cpu)
+    groups = len(kwargs.get("row_groups", [0, 1, 2]))
+    assert set(_decoded(auto).values()) == {(groups, 1000 * groups)}  # rows before the row filter
+
+
+@pytest.mark.parametrize(
+    "kwargs, chunks",
+    # dask keeps only the row groups whose statistics may pass the filter: the last one.
+    [({}, 3), ({"split_row_groups": True}, 3), ({"filters": [("a", ">", 2500)]}, 1), ({"columns": ["b"]}, 3)],
+    ids=str,
+)
+def test_dask_counts_the_chunks_and_rows_of_the_page_path(three_groups, kwargs, chunks):
+    # dask reads a whole file in one ParquetFile.read: one Arrow chunk per column, not one per row group.
+    reports = {}
+    for backend in ("auto", "cpu"):
+        with collect_reports() as reports[backend]:
+            dd.read_parquet(three_groups, engine=hwdecomp, hwdecomp_options={"backend": backend}, **kwargs).compute(
+                scheduler="sync"
+            )
+    assert {b for b, _ in reports["auto"].by_backend} == {PYARROW_NO_GPU}
+    assert _decoded(reports["auto"]) == _decoded(reports["cpu"])
+    assert set(_decoded(reports["auto"]).values()) == {(chunks, 1000 * chunks)}
+
