@@ -172,7 +172,7 @@ def test_info_and_plugin_routing_say_pyarrow():
 
 @pytest.fixture(scope="module")
 def three_groups(tmp_path_factory):
-    """One file of 3 row groups and 2 columns."""
+    """One file of 3 row groups and 2 columns (LZ4_RAW: pyarrow's metadata calls it "LZ4")."""
     path = tmp_path_factory.mktemp("groups") / "three.parquet"
     rng = np.random.default_rng(5)
     pq.write_table(pa.table({"a": np.arange(3000), "b": rng.random(3000)}), path, compression="lz4",
@@ -218,3 +218,15 @@ def test_dask_counts_the_chunks_and_rows_of_the_page_path(three_groups, kwargs, 
     assert _decoded(reports["auto"]) == _decoded(reports["cpu"])
     assert set(_decoded(reports["auto"]).values()) == {(chunks, 1000 * chunks)}
 
+
+def test_codec_names_are_parquet_s_in_both_paths(three_groups, corpus):
+    data = corpus / "data"
+    for path, codec in [(three_groups, "LZ4_RAW"), (data / "lz4_raw_compressed.parquet", "LZ4_RAW"),
+                        (data / "hadoop_lz4_compressed.parquet", "LZ4")]:
+        for backend in ("auto", "cpu"):
+            report = ReadReport()
+            dask_hwdecomp.read_table(path, backend=backend, report=report)
+            assert list(report.backends) == [codec], (path, backend, report.backends)
+        with collect_reports() as report:
+            dd.read_parquet(str(path), engine=hwdecomp).compute(scheduler="sync")
+        assert list(report.backends) == [codec], (path, report.backends)

@@ -30,7 +30,17 @@ from ..report import PYARROW_NO_GPU, UNKNOWN_CODEC, ReadReport
 from .decode_report import account_pyarrow_columns
 from .fetch import is_local
 
-__all__ = ["account_pyarrow_read", "local_footer"]
+__all__ = ["account_pyarrow_read", "local_footer", "parquet_codec"]
+
+# pyarrow's names for the codecs whose Parquet names differ: it calls
+# LZ4_RAW "LZ4", and has no name for Parquet's (Hadoop-framed) LZ4, the only
+# codec of a file it reads that it calls "UNKNOWN".
+_PARQUET_CODEC = {"LZ4": "LZ4_RAW", "UNKNOWN": "LZ4"}
+
+
+def parquet_codec(pyarrow_name: str) -> str:
+    """The Parquet name (``parquet.thrift``'s, as the page path reports it) of a codec pyarrow's metadata names."""
+    return _PARQUET_CODEC.get(pyarrow_name, pyarrow_name)
 
 
 def local_footer(fs, path: str) -> pq.FileMetaData | None:
@@ -78,6 +88,6 @@ def account_pyarrow_read(report: ReadReport, table: pa.Table, footer: pq.FileMet
             leaf = chunk.path_in_schema
             if names is not None and not any(leaf == n or leaf.startswith(n + ".") for n in names):
                 continue
-            report.add_jobs(PYARROW_NO_GPU, chunk.compression, 0, 0, chunk.total_compressed_size,
+            report.add_jobs(PYARROW_NO_GPU, parquet_codec(chunk.compression), 0, 0, chunk.total_compressed_size,
                             chunk.total_uncompressed_size, 0.0)
     account_pyarrow_columns(report, table, list(rgs), why, skip, rows=rows)
