@@ -148,16 +148,22 @@ class Options:
         Also check each page's CRC-32 where the writer stored one (on the
         GPU for GPU backends); a mismatch raises
         :class:`~dask_hwdecomp.errors.ChecksumError`. A GZIP page's CRC-32
-        and a Zstd frame's content checksum are always checked.
+        and a Zstd frame's content checksum are always checked. True keeps
+        ``backend="auto"`` without a GPU on the page path (the CPU pool),
+        which pyarrow's own read is not.
     max_page_bytes : int or str
         Largest uncompressed page accepted; a bigger declared size raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before anything is
-        allocated.
+        allocated. pyarrow's own read does not enforce it: set to anything
+        but the default, it keeps ``backend="auto"`` without a GPU on the
+        page path (the CPU pool), as ``verify_checksums`` does.
     max_batch_bytes : int or str
         Largest uncompressed image of one batch (all its pieces, headers and
         footers included); a bigger total of declared page sizes raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before the buffer
         is allocated. Bounds what a file's headers can make a reader claim.
+        Set to anything but the default, it keeps ``backend="auto"``
+        without a GPU on the page path, as ``max_page_bytes`` does.
     streams : int
         CUDA streams of each GPU backend in the GPU service: each runs one
         GPU call at a time, so copies and decompression of successive calls

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dask_hwdecomp
-from dask_hwdecomp import ReadReport, collect_reports, hwdecomp
+from dask_hwdecomp import LimitExceededError, Options, ReadReport, collect_reports, hwdecomp
 from dask_hwdecomp.cli.info import collect
 from dask_hwdecomp.decompress.routing import pyarrow_routes
 from dask_hwdecomp.report import PYARROW_NO_GPU, UNKNOWN_CODEC
@@ -230,3 +230,33 @@ def test_codec_names_are_parquet_s_in_both_paths(three_groups, corpus):
         with collect_reports() as report:
             dd.read_parquet(str(path), engine=hwdecomp).compute(scheduler="sync")
         assert list(report.backends) == [codec], (path, report.backends)
+
+
+# --- a limit the user set is enforced ----------------------------------------------------------
+
+
+def test_a_limit_set_takes_the_page_path_which_enforces_it(files, monkeypatch):
+    # pyarrow's read enforces neither limit: before, every row came back.
+    path = files[0]
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        dask_hwdecomp.read_table(path, max_page_bytes="1KiB")
+    with pytest.raises(LimitExceededError, match="max_batch_bytes"):
+        dask_hwdecomp.read_table(path, max_batch_bytes="10KiB")
+    df = dd.read_parquet(str(path), engine=hwdecomp, hwdecomp_options={"max_page_bytes": "1KiB"})
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        df.compute(scheduler="sync")
+    monkeypatch.setenv("HWDECOMP_MAX_PAGE_BYTES", "1KiB")
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        dask_hwdecomp.read_table(path)
+    monkeypatch.delenv("HWDECOMP_MAX_PAGE_BYTES")
+    # a limit the data keeps within: read on the page path, as backend="cpu" reads
+    report = ReadReport()
+    got = dask_hwdecomp.read_table(path, max_page_bytes="64MiB", report=report)
+    assert_tables_equal(got, pq.read_table(path))
+    assert report.backends == {"SNAPPY": ["cpu"]}
+
+
+def test_default_limits_leave_the_read_to_pyarrow(files):
+    report = ReadReport()
+    dask_hwdecomp.read_table(files[0], max_page_bytes=Options().max_page_bytes, report=report)
+    assert report.backends == {"SNAPPY": [PYARROW_NO_GPU]}

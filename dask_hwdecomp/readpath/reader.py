@@ -79,7 +79,10 @@ def read_table(
     pyarrow reads and decompresses every file itself, its exceptions pass
     through unchanged, and the report names the backend ``pyarrow (no
     GPU)``; ``backend="cpu"`` takes the project's page path (checksums,
-    errors naming the page).
+    errors naming the page), and so does ``auto`` there with
+    ``verify_checksums=True`` or a ``max_page_bytes`` or
+    ``max_batch_bytes`` other than the default (pyarrow's read enforces
+    neither).
 
     Parameters
     ----------
