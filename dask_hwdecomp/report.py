@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import threading
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from . import report_processes
 
 __all__ = ["ReadReport", "CodecStats", "DecodeStats", "collect_reports", "STAGES", "PYARROW_NO_GPU",
-           "UNKNOWN_CODEC", "DECODED_ON"]
+           "UNKNOWN_CODEC", "DECODED_ON", "NOT_GATHERED", "NotGatheredWarning"]
 
 STAGES = ("io", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
 # Where a column was decoded into Arrow: by the GPU decoder, or by pyarrow
@@ -35,6 +37,17 @@ PYARROW_NO_GPU = "pyarrow (no GPU)"
 # The codec of a pyarrow row whose footer was not read again for the report
 # (a file on a remote filesystem, where that would cost a request).
 UNKNOWN_CODEC = "UNKNOWN"
+# What a collect_reports block that gathered nothing under a distributed
+# client says: its computes ran on the workers, whose reads it cannot see.
+NOT_GATHERED = (
+    "the reads ran on distributed workers, which collect_reports does not see; register "
+    "dask_hwdecomp.engine.plugin.HwdecompPlugin on the cluster and read "
+    "dask_hwdecomp.engine.metrics.cluster_report(client)"
+)
+
+
+class NotGatheredWarning(UserWarning):
+    """A :func:`collect_reports` block closed empty while a ``distributed`` client was in use."""
 
 
 @dataclass
@@ -112,6 +125,11 @@ class ReadReport:
         for pyarrow, why not on the GPU (``"decode='cpu'"``, ``"no GPU
         backend in use"``, ``"nested column"``, ...; empty for ``"gpu"``).
         Hive partition columns are not read from the files and not listed.
+    not_gathered : str
+        Empty, or why the figures may miss reads: a :func:`collect_reports`
+        block that gathered nothing while a ``distributed`` client was in
+        use says that the reads ran on the workers and where to read them
+        (:data:`NOT_GATHERED`).
     """
 
     files: int = 0
@@ -123,6 +141,7 @@ class ReadReport:
     batches: int = 0
     unreachable: dict = field(default_factory=dict)
     columns: dict = field(default_factory=lambda: defaultdict(DecodeStats))
+    not_gathered: str = ""
 
     def add_decode(self, column: str, where: str, chunks: int, rows: int, arrow_bytes: int, why: str = "") -> None:
         """Count ``chunks`` of ``column`` decoded on ``where`` (one of :data:`DECODED_ON`)."""
@@ -165,6 +184,7 @@ class ReadReport:
             self.unreachable.setdefault(backend, why)
         for (column, where, why), d in other.columns.items():
             self.add_decode(column, where, d.chunks, d.rows, d.arrow_bytes, why)
+        self.not_gathered = self.not_gathered or other.not_gathered
         return self
 
     @property
@@ -193,11 +213,12 @@ class ReadReport:
                 {"column": c, "decoded_on": w, "why_not_gpu": why, **d.__dict__}
                 for (c, w, why), d in sorted(self.columns.items())
             ],
+            "not_gathered": self.not_gathered,
         }
 
     def summary(self) -> str:
         """Human-readable lines: one per (backend, codec), then stages."""
-        lines = []
+        lines = [f"nothing gathered: {self.not_gathered}"] if self.not_gathered else []
         for (b, c), s in sorted(self.by_backend.items()):
             if b == PYARROW_NO_GPU:
                 lines.append(_pyarrow_line(c, s))
@@ -267,8 +288,13 @@ def collect_reports() -> Iterator[ReadReport]:
     scheduler's reports arrive when the block closes), nested blocks
     included. Reads made by other threads, or by threads that do not carry
     this context (a plain ``threading.Thread``, a ``distributed`` worker),
-    are not: under ``distributed`` read the dashboard's metrics
-    (:func:`dask_hwdecomp.engine.metrics.cluster_metrics`). Two threads
+    are not: under ``distributed`` register
+    :class:`~dask_hwdecomp.engine.plugin.HwdecompPlugin` and read
+    :func:`dask_hwdecomp.engine.metrics.cluster_report` (or the dashboard's
+    metrics). A block that closes having gathered nothing while a
+    ``distributed`` client is in use says so in its report's
+    ``not_gathered`` and in ``str(report)``, and warns once per process
+    (:class:`NotGatheredWarning`). Two threads
     computing with the processes scheduler at the same time cannot be told
     apart: the block that closes first gets both computes' reads.
 
@@ -291,6 +317,34 @@ def collect_reports() -> Iterator[ReadReport]:
         finally:
             report_processes.close_block()
             _blocks.reset(token)
+        if not (report.files or report.by_backend or report.columns) and _distributed_client():
+            report.not_gathered = NOT_GATHERED
+            _warn_not_gathered()
+
+
+def _distributed_client() -> bool:
+    """Whether a ``distributed`` client is in use in this process (computes run on its workers)."""
+    if "distributed" not in sys.modules:
+        return False  # nobody made a client: do not import distributed for the question
+    from distributed import default_client
+
+    try:
+        default_client()
+    except ValueError:
+        return False
+    return True
+
+
+_warned_not_gathered = False
+
+
+def _warn_not_gathered() -> None:
+    global _warned_not_gathered
+    with _lock:
+        if _warned_not_gathered:
+            return
+        _warned_not_gathered = True
+    warnings.warn(f"collect_reports gathered nothing: {NOT_GATHERED}", NotGatheredWarning, stacklevel=4)
 
 
 def _deliver(report: ReadReport) -> None:

@@ -104,3 +104,29 @@ def test_processes_scheduler_report_is_gathered(files):
         k: (s.pages, s.compressed_bytes) for k, s in threaded.by_backend.items()
     }
     assert ENV not in os.environ  # the spool is gone with the last block
+
+
+@pytest.mark.distributed
+def test_a_block_under_distributed_says_nothing_was_gathered_and_where_to_look(files):
+    from distributed import Client, LocalCluster
+
+    from dask_hwdecomp.engine.metrics import cluster_report
+    from dask_hwdecomp.engine.plugin import HwdecompPlugin
+    from dask_hwdecomp.report import NotGatheredWarning
+
+    df = dd.read_parquet(files, engine=hwdecomp, hwdecomp_options=CPU)
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            client.register_plugin(HwdecompPlugin())
+            with pytest.warns(NotGatheredWarning, match=r"cluster_report\(client\)"):
+                with collect_reports() as report:
+                    df.compute()
+            # what it points to has the reads
+            assert cluster_report(client).files == 4
+            with collect_reports() as threaded:
+                df.compute(scheduler="threads")  # in this process: gathered
+    assert (report.files, dict(report.by_backend), dict(report.columns)) == (0, {}, {})
+    assert "distributed" in report.not_gathered and "cluster_report(client)" in report.not_gathered
+    assert str(report).startswith("nothing gathered: ")
+    assert report.to_dict()["not_gathered"] == report.not_gathered
+    assert threaded.files == 4 and threaded.not_gathered == ""
