@@ -25,7 +25,7 @@ from . import report_processes
 __all__ = ["ReadReport", "CodecStats", "DecodeStats", "collect_reports", "STAGES", "PYARROW_NO_GPU",
            "UNKNOWN_CODEC", "DECODED_ON", "NOT_GATHERED", "NotGatheredWarning"]
 
-STAGES = ("io", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
+STAGES = ("io", "kernel_load", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
 # Where a column was decoded into Arrow: by the GPU decoder, or by pyarrow
 # from the uncompressed image (or, without a GPU, by pyarrow's own reader).
 DECODED_ON = ("gpu", "pyarrow")
@@ -96,8 +96,11 @@ class ReadReport:
     by_backend : dict
         ``{(backend, codec): CodecStats}``; codec is the Parquet codec name.
     stages : dict
-        Seconds per stage: ``io`` (fetching bytes), ``scan`` (footer and page
-        headers, layout), ``decompress``, ``gpu_decode`` (decoding column
+        Seconds per stage: ``io`` (fetching bytes), ``kernel_load`` (numba
+        loading the compiled scan and layout kernels from its cache, or
+        compiling them: once per process, on its first page-path read, and
+        no part of that read's scan), ``scan`` (footer and page headers,
+        layout), ``decompress``, ``gpu_decode`` (decoding column
         chunks into Arrow buffers on the GPU, copies to the host included),
         ``decode`` (pyarrow decoding the uncompressed image, the columns the
         GPU did not decode, and putting the table together), ``pyarrow`` (a whole read by pyarrow's own

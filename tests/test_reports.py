@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import dask.dataframe as dd
@@ -130,3 +134,43 @@ def test_a_block_under_distributed_says_nothing_was_gathered_and_where_to_look(f
     assert str(report).startswith("nothing gathered: ")
     assert report.to_dict()["not_gathered"] == report.not_gathered
     assert threaded.files == 4 and threaded.not_gathered == ""
+
+
+def _in_a_new_process(script: str) -> list:
+    """Run ``script`` (which prints one JSON value) in a fresh interpreter: numba has loaded nothing there."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_kernel_load_of_a_first_read_is_booked_apart_from_its_scan(files):
+    # numba loads the compiled scan and layout kernels on a process's first
+    # read: most of a second, which was booked as a 15 ms scan's.
+    first, second = _in_a_new_process(f"""
+        import json, dask_hwdecomp
+        reports = [dask_hwdecomp.ReadReport(), dask_hwdecomp.ReadReport()]
+        for path, report in zip({files[:2]!r}, reports):
+            dask_hwdecomp.read_table(path, backend="cpu", report=report)
+        print(json.dumps([r.stages for r in reports]))
+    """)
+    assert first["kernel_load"] > first["scan"] > 0
+    assert second["kernel_load"] == 0.0 and second["scan"] > 0
+
+
+def test_loading_the_kernels_loads_them_for_what_a_read_passes(files):
+    loaded, read, stages = _in_a_new_process(f"""
+        import json, dask_hwdecomp
+        from dask_hwdecomp.format import fastlayout, kernels
+
+        def signatures():
+            return {{k: len(getattr(kernels, k).overloads) for k in ("scan_chunks", "place", "fill")}}
+
+        assert fastlayout.load_kernels() > 0
+        loaded = signatures()
+        report = dask_hwdecomp.ReadReport()
+        dask_hwdecomp.read_table({files[0]!r}, backend="cpu", report=report)
+        print(json.dumps([loaded, signatures(), report.stages]))
+    """)
+    assert loaded == read == {"scan_chunks": 1, "place": 1, "fill": 1}  # the read compiled nothing more
+    assert stages["kernel_load"] == 0.0
