@@ -230,7 +230,9 @@ class ReadReport:
                 f"{c:>12} on {b:<8} {s.pages:>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
                 f"{s.uncompressed_bytes / 1e6:>10.1f} MB"
             )
-        lines.append("stages: " + ", ".join(f"{k} {v:.3f}s" for k, v in self.stages.items()))
+        # The tasks of a compute read at once: their seconds add up past the wall time.
+        lines.append("stages (seconds summed over reads, which may run at once: can exceed the wall time): "
+                     + ", ".join(f"{k} {v:.3f}s" for k, v in self.stages.items()))
         for path, why in self.fallbacks:
             lines.append(f"read by pyarrow (fallback): {path}: {why}")
         for why in self.retries:

@@ -174,3 +174,12 @@ def test_loading_the_kernels_loads_them_for_what_a_read_passes(files):
     """)
     assert loaded == read == {"scan_chunks": 1, "place": 1, "fill": 1}  # the read compiled nothing more
     assert stages["kernel_load"] == 0.0
+
+
+# --- what str(report) says ---------------------------------------------------------------------
+
+
+def test_the_stages_line_says_its_seconds_are_summed_over_reads():
+    # tasks read concurrently: their stages can add up to more than the wall time
+    text = str(dask_hwdecomp.ReadReport())
+    assert "stages (seconds summed over reads, which may run at once: can exceed the wall time): io 0.000s" in text
