@@ -255,7 +255,23 @@ class ReadReport:
         return {w: {**t, "columns": len(t["columns"])} for w, t in sorted(out.items())}
 
     def decode_lines(self) -> list[str]:
-        """One line per column and place it was decoded, with why not on the GPU."""
+        """Where the columns were decoded, with why not on the GPU.
+
+        One line for all of them when every column was decoded in the same
+        place for the same reason; else one line per column and place.
+        """
+        places = {(w, why) for (_, w, why) in self.columns}
+        if len(places) == 1 and len(self.columns) > 1:
+            ((where, why),) = places
+            stats = list(self.columns.values())
+            if len({(d.chunks, d.rows) for d in stats}) == 1:
+                counts = f"{stats[0].chunks} chunks and {stats[0].rows} rows each"
+            else:
+                counts = f"{sum(d.chunks for d in stats)} chunks in all"
+            return [
+                f"all {len(stats)} columns decoded on {where}: {counts}, "
+                f"{sum(d.arrow_bytes for d in stats) / 1e6:.1f} MB Arrow" + (f" (not on the GPU: {why})" if why else "")
+            ]
         return [
             f"column {c!r} decoded on {w}: {d.chunks} chunks, {d.rows} rows, {d.arrow_bytes / 1e6:.1f} MB Arrow"
             + (f" (not on the GPU: {why})" if why else "")

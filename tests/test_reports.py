@@ -179,6 +179,22 @@ def test_loading_the_kernels_loads_them_for_what_a_read_passes(files):
 # --- what str(report) says ---------------------------------------------------------------------
 
 
+def test_columns_decoded_alike_print_once_and_different_ones_each(tmp_path):
+    path = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({f"c{i}": np.arange(2000) * i for i in range(16)}), path, row_group_size=500)
+    report = dask_hwdecomp.ReadReport()
+    dask_hwdecomp.read_table(path, backend="cpu", report=report)
+    lines = report.decode_lines()
+    assert lines == [
+        f"all 16 columns decoded on pyarrow: 4 chunks and 2000 rows each, "
+        f"{sum(d.arrow_bytes for d in report.columns.values()) / 1e6:.1f} MB Arrow (not on the GPU: decode='cpu')"
+    ]
+    assert lines[0] in str(report)
+    report.add_decode("c0", "gpu", 4, 2000, 16000)  # one more place: each column says its own
+    assert len(report.decode_lines()) == 17
+    assert "column 'c0' decoded on gpu: 4 chunks, 2000 rows, 0.0 MB Arrow" in report.decode_lines()
+
+
 def test_the_stages_line_says_its_seconds_are_summed_over_reads():
     # tasks read concurrently: their stages can add up to more than the wall time
     text = str(dask_hwdecomp.ReadReport())
