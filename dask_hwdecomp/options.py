@@ -210,6 +210,13 @@ class Options:
         An unknown option name.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Options:
+        # Python's own TypeError for an unknown keyword names no option; this one names the closest.
+        unknown = set(kwargs) - _NAMES
+        if unknown:
+            raise TypeError(_unknown_options(unknown))
+        return super().__new__(cls)
+
     backend: str = "auto"
     cpu_threads: int = dataclasses.field(default_factory=_default_threads)
     batch_bytes: int = 256 * _MiB
@@ -255,13 +262,27 @@ class Options:
 
     def replace(self, **changes: Any) -> Options:
         """Return a copy with ``changes`` applied (unknown names raise)."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - _NAMES
         if unknown:
-            raise TypeError(f"unknown hwdecomp option(s): {', '.join(sorted(unknown))}")
+            raise TypeError(_unknown_options(unknown))
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+
+
+def _unknown_options(names) -> str:
+    """The message for option names that are not options: each with the closest option, if one is close."""
+    known = [f.name for f in dataclasses.fields(Options)]
+    parts = []
+    for name in sorted(names):
+        close = difflib.get_close_matches(name, known, n=1)
+        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    listed = "" if len(parts) == sum("did you mean" in p for p in parts) else f"; the options are {', '.join(known)}"
+    return f"unknown hwdecomp option(s): {', '.join(parts)}{listed}"
 
 
 _warned_env: set[str] = set()

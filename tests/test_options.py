@@ -95,6 +95,30 @@ def test_the_environment_still_takes_boolean_words(monkeypatch):
     assert current_options().verify_checksums is True
 
 
+# --- unknown names -------------------------------------------------------------------------
+
+
+def test_a_misspelt_option_gets_the_closest_name_every_way_in(path):
+    calls = {
+        "Options": lambda: Options(backnd="cpu"),
+        "replace": lambda: Options().replace(backnd="cpu"),
+        "current_options": lambda: current_options(backnd="cpu"),
+        "read_table keyword": lambda: dask_hwdecomp.read_table(path, backnd="cpu"),
+        "read_table hwdecomp_options": lambda: dask_hwdecomp.read_table(path, hwdecomp_options={"backnd": "cpu"}),
+        "dd.read_parquet": lambda: dd.read_parquet(path, engine=hwdecomp, hwdecomp_options={"backnd": "cpu"}),
+        "options block": lambda: dask_hwdecomp.options(backnd="cpu").__enter__(),
+    }
+    for way, call in calls.items():
+        with pytest.raises(TypeError, match=r"backnd \(did you mean backend\?\)") as info:
+            call()
+        assert "unknown hwdecomp option" in str(info.value), way
+
+
+def test_a_name_like_no_option_lists_the_options():
+    with pytest.raises(TypeError, match="zzzz; the options are backend, cpu_threads, "):
+        Options(zzzz=1)
+
+
 # --- unknown environment variables ----------------------------------------------------------
 
 
