@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import dask.dataframe as dd
 import numpy as np
@@ -199,3 +203,19 @@ def test_the_stages_line_says_its_seconds_are_summed_over_reads():
     # tasks read concurrently: their stages can add up to more than the wall time
     text = str(dask_hwdecomp.ReadReport())
     assert "stages (seconds summed over reads, which may run at once: can exceed the wall time): io 0.000s" in text
+
+
+def test_the_user_guide_s_report_examples_run(files):
+    # Its examples read the report as it is: DecodeStats records by attribute, decoded_on() as dicts.
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text()
+    section = guide.split("\n## What happened\n", 1)[1].split("\n## ", 1)[0]
+    examples = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(examples) == 2, examples
+    scope = {"df": dd.read_parquet(files, engine=hwdecomp, hwdecomp_options=CPU)}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for example in examples:
+            exec(example, scope)
+    assert scope["report"].files == 4
+    assert "k: pyarrow decode='cpu', 16 chunks, 8000 rows" in out.getvalue()
+    assert "pyarrow: 1 columns, 16 chunks" in out.getvalue()
