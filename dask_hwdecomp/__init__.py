@@ -9,7 +9,7 @@ from . import errors
 from .errors import *  # noqa: F403 - the exceptions and PageLocation, listed in errors.__all__
 from .options import Options, UnknownOptionWarning, current_options, options
 from .readpath.reader import HwdecompFallbackWarning, read_table
-from .report import ReadReport, collect_reports
+from .report import NotGatheredWarning, ReadReport, collect_reports
 
 __version__ = "0.1.0"
 
@@ -35,4 +35,5 @@ __all__ = [
     *errors.__all__,
     "HwdecompFallbackWarning",
     "UnknownOptionWarning",
+    "NotGatheredWarning",
 ]

@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import dataclasses
 import difflib
+import numbers
 import os
 import threading
 import types
@@ -31,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from dask.utils import parse_bytes
 
 __all__ = [
@@ -73,6 +75,37 @@ def _byte_size(name: str, value: Any) -> Any:
     return value
 
 
+def _of_kind(name: str, kind: str, value: Any) -> Any:
+    """``value`` as an option of ``kind`` (its annotation: bool, int, float or str) takes it.
+
+    numpy's booleans and numbers become Python's. A string for a boolean is
+    refused, not read: ``"false"`` is true in Python, and words are what
+    the ``HWDECOMP_*`` variables take.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not of ``kind``.
+    """
+    if kind == "bool":
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        words = " (words such as 'false' are for HWDECOMP_* variables)" if isinstance(value, str) else ""
+        raise ValueError(f"{name} must be True or False, got {value!r}{words}")
+    is_bool = isinstance(value, (bool, np.bool_))
+    if kind == "int":
+        if isinstance(value, numbers.Integral) and not is_bool:
+            return int(value)
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if kind == "float":
+        if isinstance(value, numbers.Real) and not is_bool:
+            return float(value)
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    return value
+
+
 def _default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -83,6 +116,13 @@ def _default_threads() -> int:
 @dataclass(frozen=True)
 class Options:
     """How dask_hwdecomp reads.
+
+    Each value must be of its option's kind: ``True`` or ``False`` for the
+    switches (numpy's booleans too; a string such as ``"false"`` is refused
+    rather than taken as true, as Python would take it: words are for the
+    ``HWDECOMP_*`` variables), an integer for counts, an integer or a size
+    string for byte sizes, a number for times, a string for the rest.
+    numpy's numbers are taken as Python's.
 
     Parameters
     ----------
@@ -108,16 +148,22 @@ class Options:
         Also check each page's CRC-32 where the writer stored one (on the
         GPU for GPU backends); a mismatch raises
         :class:`~dask_hwdecomp.errors.ChecksumError`. A GZIP page's CRC-32
-        and a Zstd frame's content checksum are always checked.
+        and a Zstd frame's content checksum are always checked. True keeps
+        ``backend="auto"`` without a GPU on the page path (the CPU pool),
+        which pyarrow's own read is not.
     max_page_bytes : int or str
         Largest uncompressed page accepted; a bigger declared size raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before anything is
-        allocated.
+        allocated. pyarrow's own read does not enforce it: set to anything
+        but the default, it keeps ``backend="auto"`` without a GPU on the
+        page path (the CPU pool), as ``verify_checksums`` does.
     max_batch_bytes : int or str
         Largest uncompressed image of one batch (all its pieces, headers and
         footers included); a bigger total of declared page sizes raises
         :class:`~dask_hwdecomp.errors.LimitExceededError` before the buffer
         is allocated. Bounds what a file's headers can make a reader claim.
+        Set to anything but the default, it keeps ``backend="auto"``
+        without a GPU on the page path, as ``max_page_bytes`` does.
     streams : int
         CUDA streams of each GPU backend in the GPU service: each runs one
         GPU call at a time, so copies and decompression of successive calls
@@ -155,7 +201,21 @@ class Options:
         ``$XDG_RUNTIME_DIR/dask-hwdecomp``, else ``/tmp/dask-hwdecomp-<uid>``.
         Every process of a node that names the same directory and GPU shares
         one service.
+
+    Raises
+    ------
+    ValueError
+        A value of the wrong kind, or out of range.
+    TypeError
+        An unknown option name.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Options:
+        # Python's own TypeError for an unknown keyword names no option; this one names the closest.
+        unknown = set(kwargs) - _NAMES
+        if unknown:
+            raise TypeError(_unknown_options(unknown))
+        return super().__new__(cls)
 
     backend: str = "auto"
     cpu_threads: int = dataclasses.field(default_factory=_default_threads)
@@ -174,6 +234,8 @@ class Options:
     def __post_init__(self):
         for name in BYTE_SIZES:
             object.__setattr__(self, name, _byte_size(name, getattr(self, name)))
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _of_kind(f.name, str(f.type), getattr(self, f.name)))
         if self.backend not in BACKENDS:
             raise ValueError(
                 f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}"
@@ -191,24 +253,36 @@ class Options:
             )
         for name in ("cpu_threads", "batch_bytes", "max_page_bytes", "max_batch_bytes", "streams"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.batch_latency_ms < 0:
-            raise ValueError("batch_latency_ms must be >= 0")
+        if not self.batch_latency_ms >= 0:  # NaN too
+            raise ValueError(f"batch_latency_ms must be >= 0, got {self.batch_latency_ms!r}")
         if not self.gpu_timeout_s > 0:
             raise ValueError(f"gpu_timeout_s must be > 0, got {self.gpu_timeout_s!r}")
-        if not isinstance(self.service_dir, str):
-            raise ValueError(f"service_dir must be a string, got {self.service_dir!r}")
 
     def replace(self, **changes: Any) -> Options:
         """Return a copy with ``changes`` applied (unknown names raise)."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - _NAMES
         if unknown:
-            raise TypeError(f"unknown hwdecomp option(s): {', '.join(sorted(unknown))}")
+            raise TypeError(_unknown_options(unknown))
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+
+
+def _unknown_options(names) -> str:
+    """The message for option names that are not options: each with the closest option, if one is close."""
+    known = [f.name for f in dataclasses.fields(Options)]
+    parts = []
+    for name in sorted(names):
+        close = difflib.get_close_matches(name, known, n=1)
+        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    listed = "" if len(parts) == sum("did you mean" in p for p in parts) else f"; the options are {', '.join(known)}"
+    return f"unknown hwdecomp option(s): {', '.join(parts)}{listed}"
 
 
 _warned_env: set[str] = set()

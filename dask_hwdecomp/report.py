@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import threading
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,9 +23,9 @@ from dataclasses import dataclass, field
 from . import report_processes, timeline
 
 __all__ = ["ReadReport", "CodecStats", "DecodeStats", "collect_reports", "STAGES", "PYARROW_NO_GPU",
-           "UNKNOWN_CODEC", "DECODED_ON"]
+           "UNKNOWN_CODEC", "DECODED_ON", "NOT_GATHERED", "NotGatheredWarning"]
 
-STAGES = ("io", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
+STAGES = ("io", "kernel_load", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
 # Where a column was decoded into Arrow: by the GPU decoder, or by pyarrow
 # from the uncompressed image (or, without a GPU, by pyarrow's own reader).
 DECODED_ON = ("gpu", "pyarrow")
@@ -35,6 +37,17 @@ PYARROW_NO_GPU = "pyarrow (no GPU)"
 # The codec of a pyarrow row whose footer was not read again for the report
 # (a file on a remote filesystem, where that would cost a request).
 UNKNOWN_CODEC = "UNKNOWN"
+# What a collect_reports block that gathered nothing under a distributed
+# client says: its computes ran on the workers, whose reads it cannot see.
+NOT_GATHERED = (
+    "the reads ran on distributed workers, which collect_reports does not see; register "
+    "dask_hwdecomp.engine.plugin.HwdecompPlugin on the cluster and read "
+    "dask_hwdecomp.engine.metrics.cluster_report(client)"
+)
+
+
+class NotGatheredWarning(UserWarning):
+    """A :func:`collect_reports` block closed empty while a ``distributed`` client was in use."""
 
 
 @dataclass
@@ -55,9 +68,13 @@ class DecodeStats:
     Attributes
     ----------
     chunks : int
-        Column chunks (one per row group read).
+        Column chunks (one per row group read). For a file on another
+        filesystem that pyarrow read through ``dd.read_parquet`` without a
+        GPU, whose footer is not read again: the Arrow chunks pyarrow
+        returned.
     rows : int
-        Rows of those chunks (before any row filter).
+        Rows of those chunks (before any row filter; in that same case, the
+        rows returned).
     arrow_bytes : int
         Bytes of the Arrow arrays decoded (for pyarrow's columns, as the
         read returned them: after row filters).
@@ -79,8 +96,11 @@ class ReadReport:
     by_backend : dict
         ``{(backend, codec): CodecStats}``; codec is the Parquet codec name.
     stages : dict
-        Seconds per stage: ``io`` (fetching bytes), ``scan`` (footer and page
-        headers, layout), ``decompress``, ``gpu_decode`` (decoding column
+        Seconds per stage: ``io`` (fetching bytes), ``kernel_load`` (numba
+        loading the compiled scan and layout kernels from its cache, or
+        compiling them: once per process, on its first page-path read, and
+        no part of that read's scan), ``scan`` (footer and page headers,
+        layout), ``decompress``, ``gpu_decode`` (decoding column
         chunks into Arrow buffers on the GPU, copies to the host included),
         ``decode`` (pyarrow decoding the uncompressed image, the columns the
         GPU did not decode, and putting the table together), ``pyarrow`` (a whole read by pyarrow's own
@@ -108,6 +128,11 @@ class ReadReport:
         for pyarrow, why not on the GPU (``"decode='cpu'"``, ``"no GPU
         backend in use"``, ``"nested column"``, ...; empty for ``"gpu"``).
         Hive partition columns are not read from the files and not listed.
+    not_gathered : str
+        Empty, or why the figures may miss reads: a :func:`collect_reports`
+        block that gathered nothing while a ``distributed`` client was in
+        use says that the reads ran on the workers and where to read them
+        (:data:`NOT_GATHERED`).
     """
 
     files: int = 0
@@ -119,6 +144,7 @@ class ReadReport:
     batches: int = 0
     unreachable: dict = field(default_factory=dict)
     columns: dict = field(default_factory=lambda: defaultdict(DecodeStats))
+    not_gathered: str = ""
 
     def add_decode(self, column: str, where: str, chunks: int, rows: int, arrow_bytes: int, why: str = "") -> None:
         """Count ``chunks`` of ``column`` decoded on ``where`` (one of :data:`DECODED_ON`)."""
@@ -163,6 +189,7 @@ class ReadReport:
             self.unreachable.setdefault(backend, why)
         for (column, where, why), d in other.columns.items():
             self.add_decode(column, where, d.chunks, d.rows, d.arrow_bytes, why)
+        self.not_gathered = self.not_gathered or other.not_gathered
         return self
 
     @property
@@ -191,11 +218,12 @@ class ReadReport:
                 {"column": c, "decoded_on": w, "why_not_gpu": why, **d.__dict__}
                 for (c, w, why), d in sorted(self.columns.items())
             ],
+            "not_gathered": self.not_gathered,
         }
 
     def summary(self) -> str:
         """Human-readable lines: one per (backend, codec), then stages."""
-        lines = []
+        lines = [f"nothing gathered: {self.not_gathered}"] if self.not_gathered else []
         for (b, c), s in sorted(self.by_backend.items()):
             if b == PYARROW_NO_GPU:
                 lines.append(_pyarrow_line(c, s))
@@ -204,7 +232,9 @@ class ReadReport:
                 f"{c:>12} on {b:<8} {s.pages:>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
                 f"{s.uncompressed_bytes / 1e6:>10.1f} MB"
             )
-        lines.append("stages: " + ", ".join(f"{k} {v:.3f}s" for k, v in self.stages.items()))
+        # The tasks of a compute read at once: their seconds add up past the wall time.
+        lines.append("stages (seconds summed over reads, which may run at once: can exceed the wall time): "
+                     + ", ".join(f"{k} {v:.3f}s" for k, v in self.stages.items()))
         for path, why in self.fallbacks:
             lines.append(f"read by pyarrow (fallback): {path}: {why}")
         for why in self.retries:
@@ -227,7 +257,23 @@ class ReadReport:
         return {w: {**t, "columns": len(t["columns"])} for w, t in sorted(out.items())}
 
     def decode_lines(self) -> list[str]:
-        """One line per column and place it was decoded, with why not on the GPU."""
+        """Where the columns were decoded, with why not on the GPU.
+
+        One line for all of them when every column was decoded in the same
+        place for the same reason; else one line per column and place.
+        """
+        places = {(w, why) for (_, w, why) in self.columns}
+        if len(places) == 1 and len(self.columns) > 1:
+            ((where, why),) = places
+            stats = list(self.columns.values())
+            if len({(d.chunks, d.rows) for d in stats}) == 1:
+                counts = f"{stats[0].chunks} chunks and {stats[0].rows} rows each"
+            else:
+                counts = f"{sum(d.chunks for d in stats)} chunks in all"
+            return [
+                f"all {len(stats)} columns decoded on {where}: {counts}, "
+                f"{sum(d.arrow_bytes for d in stats) / 1e6:.1f} MB Arrow" + (f" (not on the GPU: {why})" if why else "")
+            ]
         return [
             f"column {c!r} decoded on {w}: {d.chunks} chunks, {d.rows} rows, {d.arrow_bytes / 1e6:.1f} MB Arrow"
             + (f" (not on the GPU: {why})" if why else "")
@@ -265,8 +311,13 @@ def collect_reports() -> Iterator[ReadReport]:
     scheduler's reports arrive when the block closes), nested blocks
     included. Reads made by other threads, or by threads that do not carry
     this context (a plain ``threading.Thread``, a ``distributed`` worker),
-    are not: under ``distributed`` read the dashboard's metrics
-    (:func:`dask_hwdecomp.engine.metrics.cluster_metrics`). Two threads
+    are not: under ``distributed`` register
+    :class:`~dask_hwdecomp.engine.plugin.HwdecompPlugin` and read
+    :func:`dask_hwdecomp.engine.metrics.cluster_report` (or the dashboard's
+    metrics). A block that closes having gathered nothing while a
+    ``distributed`` client is in use says so in its report's
+    ``not_gathered`` and in ``str(report)``, and warns once per process
+    (:class:`NotGatheredWarning`). Two threads
     computing with the processes scheduler at the same time cannot be told
     apart: the block that closes first gets both computes' reads.
 
@@ -289,6 +340,34 @@ def collect_reports() -> Iterator[ReadReport]:
         finally:
             report_processes.close_block()
             _blocks.reset(token)
+        if not (report.files or report.by_backend or report.columns) and _distributed_client():
+            report.not_gathered = NOT_GATHERED
+            _warn_not_gathered()
+
+
+def _distributed_client() -> bool:
+    """Whether a ``distributed`` client is in use in this process (computes run on its workers)."""
+    if "distributed" not in sys.modules:
+        return False  # nobody made a client: do not import distributed for the question
+    from distributed import default_client
+
+    try:
+        default_client()
+    except ValueError:
+        return False
+    return True
+
+
+_warned_not_gathered = False
+
+
+def _warn_not_gathered() -> None:
+    global _warned_not_gathered
+    with _lock:
+        if _warned_not_gathered:
+            return
+        _warned_not_gathered = True
+    warnings.warn(f"collect_reports gathered nothing: {NOT_GATHERED}", NotGatheredWarning, stacklevel=4)
 
 
 def _deliver(report: ReadReport) -> None:

@@ -76,7 +76,8 @@ def test_auto_without_a_gpu_decodes_with_pyarrow_and_says_why(path, backend):
     assert {(c, w, why) for (c, w, why) in report.columns} == {(c, "pyarrow", NO_GPU_BACKEND) for c in "asl"}
     assert report.columns[("a", "pyarrow", NO_GPU_BACKEND)].rows == 3000
     text = str(report)
-    assert "column 'a' decoded on pyarrow" in text and f"(not on the GPU: {NO_GPU_BACKEND})" in text
+    assert "all 3 columns decoded on pyarrow: 3 chunks and 3000 rows each" in text
+    assert f"(not on the GPU: {NO_GPU_BACKEND})" in text
     assert report.to_dict()["columns"][0]["why_not_gpu"] == NO_GPU_BACKEND
 
 

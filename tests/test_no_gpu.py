@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dask_hwdecomp
-from dask_hwdecomp import ReadReport, collect_reports, hwdecomp
+from dask_hwdecomp import LimitExceededError, Options, ReadReport, collect_reports, hwdecomp
 from dask_hwdecomp.cli.info import collect
 from dask_hwdecomp.decompress.routing import pyarrow_routes
 from dask_hwdecomp.report import PYARROW_NO_GPU, UNKNOWN_CODEC
@@ -140,13 +140,23 @@ def test_dask_read_equals_pyarrow(files, kwargs):
     assert {b for b, _ in report.by_backend} == {PYARROW_NO_GPU}
 
 
-def test_remote_file_says_sizes_are_unknown():
+def test_remote_file_sizes_come_from_the_footer_pyarrow_read_or_are_unknown():
     fs = fsspec.filesystem("memory")
     with fs.open("/nogpu/data.parquet", "wb") as f:
-        pq.write_table(pa.table({"a": np.arange(3000)}), f, compression="zstd")
+        pq.write_table(pa.table({"a": np.arange(3000)}), f, compression="zstd", row_group_size=1000)
+    with fs.open("/nogpu/data.parquet", "rb") as f:
+        md = pq.read_metadata(f)
     report = ReadReport()
     got = dask_hwdecomp.read_table("memory://nogpu/data.parquet", report=report)
     assert got.column("a").to_pylist() == list(range(3000))
+    # read_table's pyarrow read holds the footer: no second request for it
+    sizes = [md.row_group(i).column(0) for i in range(3)]
+    assert _reported_bytes(report) == {"ZSTD": (sum(c.total_compressed_size for c in sizes),
+                                                sum(c.total_uncompressed_size for c in sizes))}
+    assert (report.columns[("a", "pyarrow", "decode='cpu'")].chunks, report.files) == (3, 1)
+    # dask's read keeps it to itself, and reading it again would cost a request
+    with collect_reports() as report:
+        dd.read_parquet("memory://nogpu/data.parquet", engine=hwdecomp).compute(scheduler="sync")
     assert list(report.by_backend) == [(PYARROW_NO_GPU, UNKNOWN_CODEC)]
     assert "not read" in report.summary()
 
@@ -155,3 +165,98 @@ def test_info_and_plugin_routing_say_pyarrow():
     assert collect()["routing"] == pyarrow_routes()
     assert all(names == [PYARROW_NO_GPU] for names in pyarrow_routes().values())
     assert collect("cpu")["routing"]["snappy"] == ["cpu"]
+
+
+# --- what pyarrow's read counts is what the page path counts ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_groups(tmp_path_factory):
+    """One file of 3 row groups and 2 columns (LZ4_RAW: pyarrow's metadata calls it "LZ4")."""
+    path = tmp_path_factory.mktemp("groups") / "three.parquet"
+    rng = np.random.default_rng(5)
+    pq.write_table(pa.table({"a": np.arange(3000), "b": rng.random(3000)}), path, compression="lz4",
+                   row_group_size=1000)
+    return str(path)
+
+
+def _decoded(report: ReadReport) -> dict:
+    """``{(column, where, why): (chunks, rows)}``."""
+    return {key: (d.chunks, d.rows) for key, d in report.columns.items()}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"row_groups": [2, 0]}, {"columns": ["b"], "filters": [("a", ">", 2500)]}],
+    ids=str,
+)
+def test_read_table_counts_the_chunks_and_rows_of_the_page_path(three_groups, kwargs):
+    auto, cpu = ReadReport(), ReadReport()
+    dask_hwdecomp.read_table(three_groups, report=auto, **kwargs)
+    dask_hwdecomp.read_table(three_groups, backend="cpu", report=cpu, **kwargs)
+    assert {b for b, _ in auto.by_backend} == {PYARROW_NO_GPU}
+    assert _decoded(auto) == _decoded(cpu)
+    groups = len(kwargs.get("row_groups", [0, 1, 2]))
+    assert set(_decoded(auto).values()) == {(groups, 1000 * groups)}  # rows before the row filter
+
+
+@pytest.mark.parametrize(
+    "kwargs, chunks",
+    # dask keeps only the row groups whose statistics may pass the filter: the last one.
+    [({}, 3), ({"split_row_groups": True}, 3), ({"filters": [("a", ">", 2500)]}, 1), ({"columns": ["b"]}, 3)],
+    ids=str,
+)
+def test_dask_counts_the_chunks_and_rows_of_the_page_path(three_groups, kwargs, chunks):
+    # dask reads a whole file in one ParquetFile.read: one Arrow chunk per column, not one per row group.
+    reports = {}
+    for backend in ("auto", "cpu"):
+        with collect_reports() as reports[backend]:
+            dd.read_parquet(three_groups, engine=hwdecomp, hwdecomp_options={"backend": backend}, **kwargs).compute(
+                scheduler="sync"
+            )
+    assert {b for b, _ in reports["auto"].by_backend} == {PYARROW_NO_GPU}
+    assert _decoded(reports["auto"]) == _decoded(reports["cpu"])
+    assert set(_decoded(reports["auto"]).values()) == {(chunks, 1000 * chunks)}
+
+
+def test_codec_names_are_parquet_s_in_both_paths(three_groups, corpus):
+    data = corpus / "data"
+    for path, codec in [(three_groups, "LZ4_RAW"), (data / "lz4_raw_compressed.parquet", "LZ4_RAW"),
+                        (data / "hadoop_lz4_compressed.parquet", "LZ4")]:
+        for backend in ("auto", "cpu"):
+            report = ReadReport()
+            dask_hwdecomp.read_table(path, backend=backend, report=report)
+            assert list(report.backends) == [codec], (path, backend, report.backends)
+        with collect_reports() as report:
+            dd.read_parquet(str(path), engine=hwdecomp).compute(scheduler="sync")
+        assert list(report.backends) == [codec], (path, report.backends)
+
+
+# --- a limit the user set is enforced ----------------------------------------------------------
+
+
+def test_a_limit_set_takes_the_page_path_which_enforces_it(files, monkeypatch):
+    # pyarrow's read enforces neither limit: before, every row came back.
+    path = files[0]
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        dask_hwdecomp.read_table(path, max_page_bytes="1KiB")
+    with pytest.raises(LimitExceededError, match="max_batch_bytes"):
+        dask_hwdecomp.read_table(path, max_batch_bytes="10KiB")
+    df = dd.read_parquet(str(path), engine=hwdecomp, hwdecomp_options={"max_page_bytes": "1KiB"})
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        df.compute(scheduler="sync")
+    monkeypatch.setenv("HWDECOMP_MAX_PAGE_BYTES", "1KiB")
+    with pytest.raises(LimitExceededError, match="max_page_bytes"):
+        dask_hwdecomp.read_table(path)
+    monkeypatch.delenv("HWDECOMP_MAX_PAGE_BYTES")
+    # a limit the data keeps within: read on the page path, as backend="cpu" reads
+    report = ReadReport()
+    got = dask_hwdecomp.read_table(path, max_page_bytes="64MiB", report=report)
+    assert_tables_equal(got, pq.read_table(path))
+    assert report.backends == {"SNAPPY": ["cpu"]}
+
+
+def test_default_limits_leave_the_read_to_pyarrow(files):
+    report = ReadReport()
+    dask_hwdecomp.read_table(files[0], max_page_bytes=Options().max_page_bytes, report=report)
+    assert report.backends == {"SNAPPY": [PYARROW_NO_GPU]}

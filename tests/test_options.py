@@ -44,6 +44,81 @@ def test_byte_sizes_from_the_environment(monkeypatch):
         current_options()
 
 
+# --- values of each option's kind -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["verify_checksums", "cpu_retry"])
+@pytest.mark.parametrize("value", ["false", "no", "True", "", 0, 1, None], ids=repr)
+def test_booleans_take_only_booleans(name, value):
+    # "false" is true in Python: taken as it is, it turned the feature on.
+    with pytest.raises(ValueError, match=f"{name} must be True or False"):
+        Options(**{name: value})
+    with pytest.raises(ValueError, match=name):
+        Options().replace(**{name: value})
+
+
+def test_numpy_booleans_and_integers_are_taken_as_python_s():
+    opts = Options(verify_checksums=np.bool_(True), cpu_threads=np.int64(3), gpu_timeout_s=5)
+    assert opts.verify_checksums is True
+    assert type(opts.cpu_threads) is int and opts.cpu_threads == 3
+    assert type(opts.gpu_timeout_s) is float and opts.gpu_timeout_s == 5.0
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"batch_latency_ms": "2"}, {"gpu_timeout_s": "60"}, {"batch_latency_ms": float("nan")}, {"streams": "4"},
+     {"cpu_threads": 2.0}, {"gpu_timeout_s": True}, {"service_dir": 3}, {"backend": 3}],
+    ids=str,
+)
+def test_other_options_take_values_of_their_kind(changes):
+    with pytest.raises(ValueError, match=next(iter(changes))):
+        Options(**changes)
+
+
+def test_every_way_in_refuses_a_string_for_a_boolean(path):
+    # Before, each of these read the file with CRC checks, as if True.
+    with pytest.raises(ValueError, match="verify_checksums must be True or False"):
+        dask_hwdecomp.read_table(path, verify_checksums="false")
+    with pytest.raises(ValueError, match="verify_checksums must be True or False"):
+        dask_hwdecomp.read_table(path, hwdecomp_options={"verify_checksums": "no"})
+    with pytest.raises(ValueError, match="cpu_retry must be True or False"):
+        with dask_hwdecomp.options(cpu_retry="false"):
+            pass
+    with pytest.raises(ValueError, match="verify_checksums must be True or False"):
+        dd.read_parquet(path, engine=hwdecomp, hwdecomp_options={"verify_checksums": "false"})
+
+
+def test_the_environment_still_takes_boolean_words(monkeypatch):
+    monkeypatch.setenv("HWDECOMP_VERIFY_CHECKSUMS", "false")
+    assert current_options().verify_checksums is False
+    monkeypatch.setenv("HWDECOMP_VERIFY_CHECKSUMS", "yes")
+    assert current_options().verify_checksums is True
+
+
+# --- unknown names -------------------------------------------------------------------------
+
+
+def test_a_misspelt_option_gets_the_closest_name_every_way_in(path):
+    calls = {
+        "Options": lambda: Options(backnd="cpu"),
+        "replace": lambda: Options().replace(backnd="cpu"),
+        "current_options": lambda: current_options(backnd="cpu"),
+        "read_table keyword": lambda: dask_hwdecomp.read_table(path, backnd="cpu"),
+        "read_table hwdecomp_options": lambda: dask_hwdecomp.read_table(path, hwdecomp_options={"backnd": "cpu"}),
+        "dd.read_parquet": lambda: dd.read_parquet(path, engine=hwdecomp, hwdecomp_options={"backnd": "cpu"}),
+        "options block": lambda: dask_hwdecomp.options(backnd="cpu").__enter__(),
+    }
+    for way, call in calls.items():
+        with pytest.raises(TypeError, match=r"backnd \(did you mean backend\?\)") as info:
+            call()
+        assert "unknown hwdecomp option" in str(info.value), way
+
+
+def test_a_name_like_no_option_lists_the_options():
+    with pytest.raises(TypeError, match="zzzz; the options are backend, cpu_threads, "):
+        Options(zzzz=1)
+
+
 # --- unknown environment variables ----------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ here raises.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -52,16 +53,27 @@ ROUTES: dict[str, dict[Algo, tuple[str, ...]]] = {
 
 GPU_BACKENDS = ("hardware", "nvcomp")
 
+# Limits the page path enforces and pyarrow's read does not. At their
+# defaults they are the page path's own guard on what it allocates; set to
+# anything else, they are the user's.
+_LIMITS = ("max_page_bytes", "max_batch_bytes")
+_DEFAULT_LIMITS = {f.name: f.default for f in dataclasses.fields(Options) if f.name in _LIMITS}
+
+
 def pyarrow_reads(options: Options) -> bool:
     """True when a read with ``options`` goes to pyarrow's own reader.
 
     That is ``backend="auto"`` on a machine where no GPU backend can run
-    (the registry's probes say so), unless ``verify_checksums`` asks for
-    the page path, which checks CRCs and names the page that fails, or
-    ``decode="gpu"``, which must raise there rather than decode on the CPU. A
-    named backend, ``"cpu"`` included, always takes the page path.
+    (the registry's probes say so), unless the options ask for what only
+    the page path does: ``verify_checksums`` (it checks CRCs and names the
+    page that fails), ``max_page_bytes`` or ``max_batch_bytes`` set to other
+    than their defaults (it enforces them), or ``decode="gpu"``, which must
+    raise there rather than decode on the CPU. A named backend, ``"cpu"``
+    included, always takes the page path.
     """
     if options.backend != "auto" or options.verify_checksums or options.decode == "gpu":
+        return False
+    if any(getattr(options, name) != default for name, default in _DEFAULT_LIMITS.items()):
         return False
     return all(registry.probe(name) is not None for name in GPU_BACKENDS)
 

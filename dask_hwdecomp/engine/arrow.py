@@ -36,7 +36,7 @@ from ..options import as_option_dict, current_options, graph_options
 from ..readpath.batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND
 from ..readpath.decode_errors import locate_decode_errors
 from ..readpath.decode_report import account_image_columns, account_pyarrow_columns
-from ..readpath.passthrough import account_footer
+from ..readpath.passthrough import account_pyarrow_read, local_footer
 from ..readpath.reader import filter_columns
 from ..report import ReadReport, publish
 from . import metrics
@@ -237,10 +237,15 @@ class HwdecompEngine(ArrowDatasetEngine):
                 table = super()._read_table(
                     path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
                 )
-            account_pyarrow_columns(passthrough.report, table, row_groups, passthrough.why, _partition_names(partitions))
             if isinstance(path_or_frag, str):
+                # dask's read keeps the footer to itself: a local one is read again.
                 with passthrough.report.stage("scan"):
-                    account_footer(passthrough.report, fs, path_or_frag, row_groups, _read_columns(columns, filters))
+                    footer = local_footer(fs, path_or_frag)
+                account_pyarrow_read(passthrough.report, table, footer, row_groups, _read_columns(columns, filters),
+                                     passthrough.why, _partition_names(partitions))
+            else:
+                account_pyarrow_columns(passthrough.report, table, row_groups, passthrough.why,
+                                        _partition_names(partitions))
             return table
         images = current_images()
         image = None

@@ -19,6 +19,8 @@ the reference alone.
 
 from __future__ import annotations
 
+import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +46,7 @@ from .pages import DECODED_PAGE_TYPES, ChunkRange, scan_chunk
 from .structs import RowGroup
 from .thrift import Limits
 
-__all__ = ["ChunkSpec", "FileSpec", "ImagePlan", "BatchLayout", "lay_out_batch", "reference_layout"]
+__all__ = ["ChunkSpec", "FileSpec", "ImagePlan", "BatchLayout", "lay_out_batch", "reference_layout", "load_kernels"]
 
 # Indexed by the kernels' algorithm codes (kernels.A_*).
 ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.GZIP, Algo.LZ4, Algo.ZSTD, Algo.BROTLI)
@@ -185,6 +187,37 @@ def lay_out_batch(src, files: list[FileSpec], *, max_page_bytes: int, verify_che
 
 def _as_array(buf) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.uint8)
+
+
+_kernels_loaded = False
+_load_lock = threading.Lock()
+
+
+def load_kernels() -> float:
+    """Load the compiled kernels for the argument types :func:`lay_out_batch` passes; once per process.
+
+    numba compiles a kernel, or loads it from its cache, when the module is
+    imported (those with signatures) and on its first call with new
+    argument types: most of a second on a process's first read, which is
+    no part of scanning that read's pages. An empty batch laid out and
+    filled calls every kernel with those types.
+
+    Returns
+    -------
+    float
+        The seconds it took: 0.0 once loaded, the wait for the load when
+        another thread was loading.
+    """
+    global _kernels_loaded
+    if _kernels_loaded:
+        return 0.0
+    t0 = time.perf_counter()
+    with _load_lock:
+        if not _kernels_loaded:
+            src = memoryview(bytearray(1))  # writable bytes, as the batch's host buffers are
+            _fast(src, [], 1, False, 64).fill(memoryview(bytearray(1)), src)
+            _kernels_loaded = True
+    return time.perf_counter() - t0
 
 
 def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:

@@ -34,7 +34,7 @@ import pyarrow as pa
 from ..budget import split_by_budget
 from ..decompress.routing import Router
 from ..errors import BackendUnavailableError, LimitExceededError, PageLocation
-from ..format.fastlayout import BatchLayout, FileSpec, lay_out_batch, reference_layout
+from ..format.fastlayout import BatchLayout, FileSpec, lay_out_batch, load_kernels, reference_layout
 from ..options import Options
 from ..report import ReadReport
 from .fetch import FetchPlan, fetch_into, plan_fetch
@@ -228,6 +228,8 @@ def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Option
             buffers.callback(src_buf.close)
             fetch_into(fs, fetch.ranges, src_buf.view)
         src = src_buf.view
+        if FAST_SCAN:
+            report.stages["kernel_load"] += load_kernels()  # once per process, not this batch's scan
         with report.stage("scan"):
             layout = scan_and_lay_out(src, fetch.files, options)
         dst_buf = allocate_images(backend, layout, plans, options)

@@ -43,17 +43,20 @@ def account_image_columns(report: ReadReport, image: Image, table: pa.Table, use
 
 
 def account_pyarrow_columns(report: ReadReport, table: pa.Table, row_groups, why: str,
-                            skip: Collection[str] = ()) -> None:
+                            skip: Collection[str] = (), rows: int | None = None) -> None:
     """Count each column of ``table``, read by pyarrow's own reader, as decoded by pyarrow for ``why``.
 
     ``row_groups``: those read (their count is the chunks), or None or
-    ``[None]`` for a whole file (the column's Arrow chunks are counted).
+    ``[None]`` for a whole file (the column's Arrow chunks are counted, an
+    estimate: pyarrow may return a file's row groups as one chunk).
+    ``rows``: those row groups' rows from the footer (None: the table's,
+    after any row filter).
     """
     known = row_groups is not None and list(row_groups) != [None]
     for i, name in _columns(table, skip):
         column = table.column(i)
         chunks = len(row_groups) if known else column.num_chunks
-        report.add_decode(name, "pyarrow", chunks, table.num_rows, column.nbytes, why)
+        report.add_decode(name, "pyarrow", chunks, table.num_rows if rows is None else rows, column.nbytes, why)
 
 
 def _columns(table: pa.Table, skip: Collection[str]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -17,7 +18,7 @@ from .batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND, iter_batches
 from .decode_errors import locate_decode_errors
 from .decode_report import account_image_columns, account_pyarrow_columns
 from .filters import filter_columns
-from .passthrough import account_footer
+from .passthrough import account_pyarrow_read
 from .plan import Piece, PiecePlan, plan_piece
 from .sources import Source, resolve_source
 
@@ -78,7 +79,10 @@ def read_table(
     pyarrow reads and decompresses every file itself, its exceptions pass
     through unchanged, and the report names the backend ``pyarrow (no
     GPU)``; ``backend="cpu"`` takes the project's page path (checksums,
-    errors naming the page).
+    errors naming the page), and so does ``auto`` there with
+    ``verify_checksums=True`` or a ``max_page_bytes`` or
+    ``max_batch_bytes`` other than the default (pyarrow's read enforces
+    neither).
 
     Parameters
     ----------
@@ -154,17 +158,16 @@ def read_table(
         # would, without the page scan and the uncompressed copy.
         try:
             with local.stage("pyarrow"):
-                parts = [_decode(f.fragment, src, columns, rgs, use_threads) for f in src.files]
+                reads = [_pyarrow_read(f.fragment, src, columns, rgs, use_threads) for f in src.files]
             why = DECODE_CPU if opts.decode == "cpu" else NO_GPU_BACKEND
-            for f, part in zip(src.files, parts):
-                account_pyarrow_columns(local, part, rgs, why, _partition_fields(f.fragment))
-            with local.stage("scan"):
-                for f in src.files:
-                    account_footer(local, src.fs, f.path, row_groups, _needed(columns, filters))
+            for f, read in zip(src.files, reads):
+                account_pyarrow_read(local, read.table, read.footer, rgs, _needed(columns, filters), why,
+                                     _partition_fields(f.fragment))
         finally:
             publish(local)
             if report is not None:
                 report += local
+        parts = [read.table for read in reads]
         return _concat(parts) if parts else _empty(src, columns)
     router = Router(opts)
     tables: dict[int, pa.Table] = {}
@@ -223,6 +226,24 @@ def _decode(fragment, src: Source, columns, row_groups, use_threads: bool) -> pa
         with fragment.open() as f:
             return pq.ParquetFile(f).read_row_groups(list(row_groups), columns=columns, use_threads=use_threads)
     return fragment.to_table(schema=src.schema, columns=columns, filter=src.filter, use_threads=use_threads)
+
+
+class _PyarrowRead(NamedTuple):
+    """One file read by pyarrow's own reader, and the footer that read holds."""
+
+    table: pa.Table
+    footer: pq.FileMetaData
+
+
+def _pyarrow_read(fragment, src: Source, columns, row_groups, use_threads: bool) -> _PyarrowRead:
+    """:func:`_decode`, with the footer pyarrow read for it (not read a second time)."""
+    if row_groups is not None:
+        with fragment.open() as f:
+            file = pq.ParquetFile(f)
+            return _PyarrowRead(file.read_row_groups(list(row_groups), columns=columns, use_threads=use_threads),
+                                file.metadata)
+    table = fragment.to_table(schema=src.schema, columns=columns, filter=src.filter, use_threads=use_threads)
+    return _PyarrowRead(table, fragment.metadata)  # the fragment keeps the footer its scan read
 
 
 def _decode_image(image, fragment, src: Source, columns, row_groups, use_threads: bool,
