@@ -246,9 +246,9 @@ def test_segments_past_the_cap_are_shared_unpinned_and_kept_ones_pinned_once():
 
 
 def test_pinning_runs_beside_the_connection_and_before_unmapping():
-    from standin_hwengine import StandinHwEngine
-
     from dask_hwdecomp.service.shm import SegmentMap, SharedSegment
+
+    from standin_hwengine import StandinHwEngine
 
     engine = StandinHwEngine()
     started, release = threading.Event(), threading.Event()
