@@ -55,7 +55,7 @@ def main(argv=None) -> int:
 
     import dask.dataframe as dd
     from dask.utils import parse_bytes
-    from distributed import Client, LocalCluster, wait
+    from distributed import Client, LocalCluster, futures_of, wait
 
     from dask_hwdecomp import hwdecomp, timeline
     from dask_hwdecomp.bench import timeline as tl
@@ -96,6 +96,9 @@ def main(argv=None) -> int:
         persisted = client.persist(make())
         wait(persisted)
         t1 = time.perf_counter()
+        failed = [f for f in futures_of(persisted) if f.status == "error"]
+        if failed:  # a read that failed is no figure
+            raise RuntimeError(f"{label}: {len(failed)} tasks failed") from failed[0].exception()
         if held is not None:
             held.append(persisted)
         del persisted

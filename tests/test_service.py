@@ -279,6 +279,30 @@ def test_pinning_runs_beside_the_connection_and_before_unmapping():
         seg.close()
 
 
+def test_registrations_wait_until_no_work_is_in_flight_and_closes_do_not():
+    from dask_hwdecomp.service.pinning import Activity, Pinner
+
+    activity = Activity()
+    pinner = Pinner(activity, quiet_s=0.05)
+    ran: list = []
+    try:
+        with activity.working():
+            pinner.pin(lambda: ran.append("pin"))
+            pinner.soon(lambda: ran.append("close"))
+            time.sleep(0.3)
+            assert ran == ["close"]  # the registration waits for the work to end; the close does not
+        deadline = time.monotonic() + 10
+        while ran != ["close", "pin"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ran == ["close", "pin"]
+        with activity.working():
+            pinner.pin(lambda: ran.append("forced"))
+            pinner.flush(pins=True)  # a stats request: the counters of everything queued
+            assert ran[-1] == "forced"
+    finally:
+        pinner.stop()
+
+
 def test_buffers_given_back_later_are_reused_by_the_next_get():
     with SharedPool(64 << 20) as pool:
         a = pool.get(3 << 20)

@@ -46,6 +46,7 @@ from ..gpudecode.tables import CHUNK, PAGE, PageError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
 from .kept import KeptStore, RunKeeper
+from .pinning import Activity, Pinner
 from .rundir import ServiceAddress
 from .shm import SegmentMap
 
@@ -196,6 +197,9 @@ class Service:
         self._decoder_error: str | None = None
         self._warming = False
         self.kept = KeptStore()
+        # Clients' segments are page-locked one at a time, while no work is in flight.
+        self.activity = Activity()
+        self.pinner = Pinner(self.activity)
 
     # -- the accept loop ---------------------------------------------------
 
@@ -293,6 +297,7 @@ class Service:
             decoder, self._decoder = self._decoder, None
         if decoder is not None:
             decoder.close()
+        self.pinner.stop()
 
     # -- hosted backends ---------------------------------------------------
 
@@ -484,7 +489,7 @@ class _Connection:
             self.service.warm_decoder_once()
         b = self.backend
         register = getattr(b, "register_host", None)
-        self.segments = SegmentMap(register)
+        self.segments = SegmentMap(register, self.service.pinner)
         self.send(wire.Hello(b.name, sorted(a.value for a in b.algorithms), b.max_job_bytes,
                              bool(getattr(b, "overwrites_gaps", False)), os.getpid()))
         return True
@@ -568,8 +573,17 @@ class _Connection:
         self._run(run, jobs, src, dst, protect)
 
     def _spawn(self, target, args: tuple, name: str) -> None:
-        """Run ``target(*args)`` on a thread of its own, joined before the connection closes."""
-        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        """Run ``target(*args)`` on a thread of its own, joined before the connection closes.
+
+        It counts as the service's work in flight: registrations wait for none.
+        """
+        activity = self.service.activity
+
+        def working():
+            with activity.working():
+                target(*args)
+
+        t = threading.Thread(target=working, name=name, daemon=True)
         with self.lock:
             self.runs.add(t)
         t.start()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import mmap
 import os
-import queue
 import stat
 import threading
 import time
@@ -28,6 +27,7 @@ from collections.abc import Callable
 
 from .. import timeline
 from ..gpu.pool import CappedPool, size_class
+from .pinning import Pinner
 
 __all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap"]
 
@@ -226,30 +226,34 @@ class SharedPool(CappedPool):
 
 
 class SegmentMap:
-    """The service's side: one connection's segments, mapped at once, pinned in the background.
+    """The service's side: one connection's segments, mapped at once, pinned while the service is idle.
 
-    Registering a segment as pinned (``cuMemHostRegister``) costs about as
-    much as copying it a few times at pageable speed (about 2.4 GB/s on the
-    H200). So it happens on a thread of the map's own, never on the
-    connection's reader (whose next messages would wait), and only for
-    segments the client's pool keeps for reuse (``Share.pin``). Until its
-    registration is done a segment is used as it is: copies of it run at
-    pageable speed. Unregistering and unmapping go through the same thread,
-    after any registration queued before them.
+    Registering a segment as pinned costs about as much as copying it a few
+    times at pageable speed, and it stalls the driver for every other
+    client while it runs (see :mod:`~dask_hwdecomp.service.pinning`). So it
+    is left to a :class:`~dask_hwdecomp.service.pinning.Pinner`, never done
+    on the connection's reader, and only for segments the client's pool
+    keeps for reuse (``Share.pin``). Until its registration is done a
+    segment is used as it is: copies of it run at pageable speed.
+    Unregistering and unmapping go through the same pinner, after the
+    registration in progress, if any.
 
     Parameters
     ----------
     register : callable, optional
         ``register(address, nbytes)`` returning a handle with ``close()``
         (page-locks the mapping for the GPU), or None.
+    pinner : Pinner, optional
+        Where registrations run (the service's, shared by its connections);
+        default: one of this map's own, which registers at once.
     """
 
-    def __init__(self, register: Callable | None = None):
+    def __init__(self, register: Callable | None = None, pinner: Pinner | None = None):
         self._register = register
         self._lock = threading.Lock()
         self._maps: dict[int, _Mapped] = {}
-        self._pinner: threading.Thread | None = None
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._own_pinner = pinner is None and register is not None
+        self._pinner = pinner if pinner is not None else (Pinner() if register is not None else None)
         self.registrations = 0
         self.registration_failures = 0
         self.unpinned = 0  # segments shared without pinning (made for one request)
@@ -259,7 +263,7 @@ class SegmentMap:
         """Map the segment whose descriptor came with a ``Share`` (the fd is closed here).
 
         Its size is the memfd's own, not what the client said. With ``pin``
-        it is registered in the background (:meth:`wait_pinned` waits); a
+        its registration is queued (:meth:`wait_pinned` waits for it); a
         segment that cannot be registered is used unpinned and counted in
         ``registration_failures``.
 
@@ -283,17 +287,17 @@ class SegmentMap:
         entry = _Mapped(seg_id, mm, memoryview(mm))
         with self._lock:
             self._maps[seg_id] = entry
-        if self._register is None:
+        if self._pinner is None:
             return
         if pin:
-            self._queue(lambda: self._pin(entry))
+            self._pinner.pin(lambda: self._pin(entry))
         else:
             self.unpinned += 1
 
     def _pin(self, entry: _Mapped) -> None:
         import numpy as np
 
-        if entry.closed:
+        if entry.closed:  # forgotten before its turn came (closes run before waiting registrations)
             return
         began = time.perf_counter()
         try:
@@ -307,30 +311,10 @@ class SegmentMap:
         self.register_s += ended - began
         timeline.record("register", began, ended, nbytes=len(entry.view), seg=entry.seg_id)
 
-    def _queue(self, work: Callable[[], None]) -> None:
-        with self._lock:
-            if self._pinner is None:
-                self._pinner = threading.Thread(target=self._serve, name="hwdecomp-pinner", daemon=True)
-                self._pinner.start()
-        self._work.put(work)
-
-    def _serve(self) -> None:
-        while True:
-            work = self._work.get()
-            if work is None:
-                return
-            try:
-                work()
-            except Exception:  # one segment's trouble must not stop the others' pinning
-                pass
-
     def wait_pinned(self) -> None:
-        """Return once every registration and unmapping queued so far is done."""
-        if self._pinner is None:
-            return
-        done = threading.Event()
-        self._work.put(done.set)
-        done.wait()
+        """Return once every registration and unmapping queued so far is done (quiet or not)."""
+        if self._pinner is not None:
+            self._pinner.flush(pins=True)
 
     def view(self, seg_id: int) -> memoryview:
         """The whole segment ``seg_id``.
@@ -359,24 +343,22 @@ class SegmentMap:
     def _close(self, entry: _Mapped) -> None:
         if self._pinner is None:
             entry.close()
-        else:  # after its registration, if one is queued
-            self._queue(entry.close)
+        else:  # never while its registration runs
+            self._pinner.soon(entry.close)
 
     def __len__(self) -> int:
         return len(self._maps)
 
     def close(self) -> None:
-        """Unregister and unmap every segment, and stop the pinning thread."""
+        """Unregister and unmap every segment (registrations still queued are dropped)."""
         with self._lock:
             entries, self._maps = list(self._maps.values()), {}
         for entry in entries:
             self._close(entry)
-        with self._lock:
-            pinner = self._pinner
-        if pinner is not None:
-            self._work.put(None)
-            if pinner is not threading.current_thread():
-                pinner.join()
+        if self._pinner is not None:
+            self._pinner.flush(pins=False)
+            if self._own_pinner:
+                self._pinner.stop()
 
 
 class _Mapped:
