@@ -135,7 +135,7 @@ def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, 
         # A run naming a segment never shared, then one whose job writes past its buffer.
         with tempfile.TemporaryFile() as f:
             f.truncate(1 << 16)
-            wire.send(sock, wire.Share(1, 1 << 16, True), fds=[os.dup(f.fileno())])
+            wire.send(sock, wire.Share(1, 1 << 16), fds=[os.dup(f.fileno())])
         jobs, src, dst_len, _ = make_batch([Algo.SNAPPY], [3000] * 2, seed=1)
         blob = wire.pack_jobs(jobs)
         wire.send(sock, wire.Run(7, 9, 0, len(src), 1, 0, dst_len, 2, 0, False), blob)

@@ -386,7 +386,7 @@ class _Attachment:
         """Pass ``segment``'s descriptor to the service once on this connection."""
         with self._send_lock:  # checked and sent together: shared exactly once
             if segment.id not in self.shared:
-                wire.send(self.sock, wire.Share(segment.id, segment.nbytes, segment.kept), fds=[segment.fd])
+                wire.send(self.sock, wire.Share(segment.id, segment.nbytes), fds=[segment.fd])
                 self.shared.add(segment.id)
 
     def request(self, make) -> Future:

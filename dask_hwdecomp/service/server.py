@@ -46,7 +46,6 @@ from ..gpudecode.tables import CHUNK, PAGE, PageError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
 from .kept import KeptStore, RunKeeper
-from .pinning import Activity, Pinner
 from .rundir import ServiceAddress
 from .shm import SegmentMap
 
@@ -197,9 +196,6 @@ class Service:
         self._decoder_error: str | None = None
         self._warming = False
         self.kept = KeptStore()
-        # Clients' segments are page-locked one at a time, while no work is in flight.
-        self.activity = Activity()
-        self.pinner = Pinner(self.activity)
 
     # -- the accept loop ---------------------------------------------------
 
@@ -297,7 +293,6 @@ class Service:
             decoder, self._decoder = self._decoder, None
         if decoder is not None:
             decoder.close()
-        self.pinner.stop()
 
     # -- hosted backends ---------------------------------------------------
 
@@ -489,7 +484,7 @@ class _Connection:
             self.service.warm_decoder_once()
         b = self.backend
         register = getattr(b, "register_host", None)
-        self.segments = SegmentMap(register, self.service.pinner)
+        self.segments = SegmentMap(register)
         self.send(wire.Hello(b.name, sorted(a.value for a in b.algorithms), b.max_job_bytes,
                              bool(getattr(b, "overwrites_gaps", False)), os.getpid()))
         return True
@@ -513,7 +508,7 @@ class _Connection:
                     self._refuse(-1, f"Share carried {len(fds)} descriptors, not 1")
                     continue
                 try:
-                    self.segments.add(msg.seg_id, fds[0], msg.pin)
+                    self.segments.add(msg.seg_id, fds[0])
                 except OSError as exc:
                     self._refuse(-1, f"segment {msg.seg_id} cannot be mapped: {exc}")
                 continue
@@ -573,17 +568,8 @@ class _Connection:
         self._run(run, jobs, src, dst, protect)
 
     def _spawn(self, target, args: tuple, name: str) -> None:
-        """Run ``target(*args)`` on a thread of its own, joined before the connection closes.
-
-        It counts as the service's work in flight: registrations wait for none.
-        """
-        activity = self.service.activity
-
-        def working():
-            with activity.working():
-                target(*args)
-
-        t = threading.Thread(target=working, name=name, daemon=True)
+        """Run ``target(*args)`` on a thread of its own, joined before the connection closes."""
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
         with self.lock:
             self.runs.add(t)
         t.start()
@@ -723,9 +709,7 @@ class _Connection:
         if stats is not None:
             # The backend's own pinned pool is unused here: buffers are the clients'.
             out.update({k: v for k, v in stats().items() if not k.startswith("pinned_")})
-        self.segments.wait_pinned()  # counters of every segment shared before this request
         out["mapped_segments"] = len(self.segments)
-        out["host_unpinned_segments"] = self.segments.unpinned
         out["host_registrations"] = self.segments.registrations
         out["host_registration_failures"] = self.segments.registration_failures
         out["host_register_s"] = round(self.segments.register_s, 6)

@@ -24,10 +24,10 @@ import stat
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from .. import timeline
 from ..gpu.pool import CappedPool, size_class
-from .pinning import Pinner
 
 __all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap"]
 
@@ -47,9 +47,6 @@ class SharedSegment:
         Unique within the pool (never reused).
     nbytes : int
         Rounded up to whole pages.
-    kept : bool
-        Whether its pool keeps it for reuse (then the GPU service pins it;
-        a segment made for one request is not worth pinning).
 
     Raises
     ------
@@ -57,9 +54,8 @@ class SharedSegment:
         The memfd cannot be created or sized (e.g. out of memory).
     """
 
-    def __init__(self, seg_id: int, nbytes: int, kept: bool = True):
+    def __init__(self, seg_id: int, nbytes: int):
         self.id = seg_id
-        self.kept = kept
         self.nbytes = _pages(nbytes)
         self.fd = os.memfd_create(f"hwdecomp-{seg_id}", os.MFD_CLOEXEC)
         try:
@@ -191,7 +187,7 @@ class SharedPool(CappedPool):
             with self._lock:
                 seg_id, self._next_id = self._next_id, self._next_id + 1
             try:
-                seg = SharedSegment(seg_id, want if keep else nbytes, keep)
+                seg = SharedSegment(seg_id, want if keep else nbytes)
             except OSError as exc:
                 self._create_failed(want, keep)
                 raise MemoryError(f"cannot create a {want}-byte shared host segment: {exc}") from None
@@ -226,46 +222,29 @@ class SharedPool(CappedPool):
 
 
 class SegmentMap:
-    """The service's side: one connection's segments, mapped at once, pinned while the service is idle.
-
-    Registering a segment as pinned costs about as much as copying it a few
-    times at pageable speed, and it stalls the driver for every other
-    client while it runs (see :mod:`~dask_hwdecomp.service.pinning`). So it
-    is left to a :class:`~dask_hwdecomp.service.pinning.Pinner`, never done
-    on the connection's reader, and only for segments the client's pool
-    keeps for reuse (``Share.pin``). Until its registration is done a
-    segment is used as it is: copies of it run at pageable speed.
-    Unregistering and unmapping go through the same pinner, after the
-    registration in progress, if any.
+    """The service's side: one connection's segments, mapped and registered once.
 
     Parameters
     ----------
     register : callable, optional
         ``register(address, nbytes)`` returning a handle with ``close()``
         (page-locks the mapping for the GPU), or None.
-    pinner : Pinner, optional
-        Where registrations run (the service's, shared by its connections);
-        default: one of this map's own, which registers at once.
     """
 
-    def __init__(self, register: Callable | None = None, pinner: Pinner | None = None):
+    def __init__(self, register: Callable | None = None):
         self._register = register
         self._lock = threading.Lock()
         self._maps: dict[int, _Mapped] = {}
-        self._own_pinner = pinner is None and register is not None
-        self._pinner = pinner if pinner is not None else (Pinner() if register is not None else None)
         self.registrations = 0
         self.registration_failures = 0
-        self.unpinned = 0  # segments shared without pinning (made for one request)
         self.register_s = 0.0  # seconds spent page-locking segments
 
-    def add(self, seg_id: int, fd: int, pin: bool = True) -> None:
+    def add(self, seg_id: int, fd: int) -> None:
         """Map the segment whose descriptor came with a ``Share`` (the fd is closed here).
 
-        Its size is the memfd's own, not what the client said. With ``pin``
-        its registration is queued (:meth:`wait_pinned` waits for it); a
-        segment that cannot be registered is used unpinned and counted in
-        ``registration_failures``.
+        Its size is the memfd's own, not what the client said. A segment that
+        cannot be registered is used unpinned (copies run at pageable speed)
+        and counted in ``registration_failures``.
 
         Raises
         ------
@@ -284,37 +263,22 @@ class SegmentMap:
             mm = mmap.mmap(fd, st.st_size)
         finally:
             os.close(fd)
-        entry = _Mapped(seg_id, mm, memoryview(mm))
+        view = memoryview(mm)
+        handle = None
+        if self._register is not None:
+            import numpy as np
+
+            began = time.perf_counter()
+            try:
+                handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), len(view))
+                ended = time.perf_counter()
+                self.registrations += 1
+                self.register_s += ended - began
+                timeline.record("register", began, ended, nbytes=len(view), seg=seg_id)
+            except Exception:  # still correct unpinned, only slower: counted, not fatal
+                self.registration_failures += 1
         with self._lock:
-            self._maps[seg_id] = entry
-        if self._pinner is None:
-            return
-        if pin:
-            self._pinner.pin(lambda: self._pin(entry))
-        else:
-            self.unpinned += 1
-
-    def _pin(self, entry: _Mapped) -> None:
-        import numpy as np
-
-        if entry.closed:  # forgotten before its turn came (closes run before waiting registrations)
-            return
-        began = time.perf_counter()
-        try:
-            assert self._register is not None
-            entry.handle = self._register(int(np.frombuffer(entry.view, np.uint8).ctypes.data), len(entry.view))
-        except Exception:  # still correct unpinned, only slower: counted, not fatal
-            self.registration_failures += 1
-            return
-        ended = time.perf_counter()
-        self.registrations += 1
-        self.register_s += ended - began
-        timeline.record("register", began, ended, nbytes=len(entry.view), seg=entry.seg_id)
-
-    def wait_pinned(self) -> None:
-        """Return once every registration and unmapping queued so far is done (quiet or not)."""
-        if self._pinner is not None:
-            self._pinner.flush(pins=True)
+            self._maps[seg_id] = _Mapped(mm, view, handle)
 
     def view(self, seg_id: int) -> memoryview:
         """The whole segment ``seg_id``.
@@ -327,54 +291,32 @@ class SegmentMap:
         with self._lock:
             return self._maps[seg_id].view
 
-    def pinned(self, seg_id: int) -> bool:
-        """Whether segment ``seg_id`` is registered now."""
-        with self._lock:
-            entry = self._maps.get(seg_id)
-        return entry is not None and entry.handle is not None
-
     def forget(self, seg_id: int) -> None:
         """Unregister and unmap one segment (unknown ids are ignored)."""
         with self._lock:
             entry = self._maps.pop(seg_id, None)
         if entry is not None:
-            self._close(entry)
-
-    def _close(self, entry: _Mapped) -> None:
-        if self._pinner is None:
             entry.close()
-        else:  # never while its registration runs
-            self._pinner.soon(entry.close)
 
     def __len__(self) -> int:
         return len(self._maps)
 
     def close(self) -> None:
-        """Unregister and unmap every segment (registrations still queued are dropped)."""
+        """Unregister and unmap every segment."""
         with self._lock:
             entries, self._maps = list(self._maps.values()), {}
         for entry in entries:
-            self._close(entry)
-        if self._pinner is not None:
-            self._pinner.flush(pins=False)
-            if self._own_pinner:
-                self._pinner.stop()
+            entry.close()
 
 
-class _Mapped:
+class _Mapped(NamedTuple):
     """A mapped segment, its whole view and its pinned registration (or None)."""
 
-    def __init__(self, seg_id: int, mm: mmap.mmap, view: memoryview):
-        self.seg_id = seg_id
-        self.mm = mm
-        self.view = view
-        self.handle: object = None
-        self.closed = False
+    mm: mmap.mmap
+    view: memoryview
+    handle: object
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
         try:
             if self.handle is not None:
                 self.handle.close()  # type: ignore[attr-defined]

@@ -100,17 +100,10 @@ class Attach(Message):
 
 @dataclass(frozen=True)
 class Share(Message):
-    """Client to service: segment ``seg_id`` (its descriptor rides with the frame).
-
-    ``pin``: the client's pool keeps the segment for reuse, so the service
-    registers it as pinned; a segment made for one request only (past the
-    pool's cap) is copied at pageable speed rather than registered, which
-    would cost more than the copy.
-    """
+    """Client to service: segment ``seg_id`` (its descriptor rides with the frame)."""
 
     seg_id: int
     nbytes: int
-    pin: bool
 
 
 @dataclass(frozen=True)
