@@ -192,8 +192,9 @@ class Options:
         raises :class:`~dask_hwdecomp.errors.BackendUnavailableError` where
         no GPU backend can run, rather than decode on the CPU; it cannot be
         combined with ``backend="cpu"``. ``"cpu"``: pyarrow decodes every
-        column: the default, because on the H200 the GPU decoder still reads
-        slower than pyarrow decodes (``benchmarks/results/2026-11-30-h200-decode``);
+        column: the default until ``"auto"`` is never slower than pyarrow (on
+        the H200 it reads 1.4 to 1.5 times as fast at scale, but half as fast
+        into fresh memory: ``benchmarks/results/2026-12-01-h200-timeline``);
         set ``"auto"`` to decode on the GPU. The read's report says, per
         column, where it was decoded and why not on the GPU.
     service_dir : str
