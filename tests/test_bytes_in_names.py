@@ -22,6 +22,7 @@ import pytest
 
 import dask_hwdecomp
 from dask_hwdecomp import CorruptPageError, ReadReport
+from dask_hwdecomp.gpudecode.plan import plan_file
 
 from fuzzing import file_map
 
@@ -157,3 +158,13 @@ def test_corrupt_page_of_the_column_is_named(tmp_path):
     assert report.files == 1 and {c for c, _, _ in report.columns} == {PRINTED, "other"}
     str(report)
 
+
+def test_gpu_decode_plan_leaves_such_a_file_to_pyarrow(tmp_path):
+    # pyarrow's ParquetFile (the planner's view of a file) refuses the name;
+    # its dataset reader, which decodes the image, does not.
+    path = _write(tmp_path / "x.parquet", _flat(), compression="none")
+    plan = plan_file(path.read_bytes())
+    assert len(plan.chunks) == 0 and plan.gpu_columns == ({},)
+    assert set(plan.fallbacks[0]) == {PRINTED, "other"}
+    assert all("UTF-8" in why for why in plan.fallbacks[0].values())
+    assert set(plan_file(path.read_bytes(), columns=["other"]).fallbacks[0]) == {"other"}
