@@ -7,6 +7,7 @@ import struct as _struct
 from dataclasses import dataclass
 
 from ..errors import CorruptMetadataError, PageLocation
+from ..names import decode_name
 from .structs import CODEC_NAMES, Codec, ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
 from .thrift import Struct, T, ThriftError, decode_struct
 
@@ -95,12 +96,12 @@ class Footer:
 
 
 def column_path(chunk: Struct) -> str:
-    """Dotted ``path_in_schema`` of a column chunk ('?' where unknown)."""
+    """Dotted ``path_in_schema`` of a column chunk ('?' where unknown), as pyarrow prints it."""
     md = chunk.get_value(ColumnChunk.meta_data)
     if md is None:
         return "?"
     parts = md.get_value(ColumnMetaData.path_in_schema, (T.BINARY, []))[1]
-    return ".".join(p.decode("utf-8", "replace") for p in parts)
+    return ".".join(decode_name(p) for p in parts)
 
 
 def parse_footer(tail: bytes, file_size: int, path: str) -> Footer | int:

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as pa_ds
 import pyarrow.parquet as pq
 
 from ..errors import PageLocation
+from ..names import field_names
 from .pagewalk import (
     REASONS,
     S_DETAIL,
@@ -46,6 +48,8 @@ __all__ = ["DecodePlan", "ChunkColumn", "ImageSource", "plan_file", "plan_batch"
 
 _NPHYS = max(Physical) + 1
 _NENC = max(Encoding) + 1
+# Why pyarrow decodes every column of an image with a name that is not UTF-8.
+NAME_NOT_UTF8 = "a column name of the file is not UTF-8 (pyarrow's ParquetFile, which plans the GPU decode, refuses it)"
 
 
 def _encoding_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -279,10 +283,17 @@ def _chunk_bytes(cc, footer: int) -> tuple[int, int] | str:
 
 def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
     """Classify an image's columns; (metadata, gpu leaves {leaf: GpuColumn}, fallbacks, pending chunks)."""
-    pf = pq.ParquetFile(pa.py_buffer(src.data), read_dictionary=list(read_dictionary) or None)
+    wanted = None if columns is None else set(columns)
+    try:
+        pf = pq.ParquetFile(pa.py_buffer(src.data), read_dictionary=list(read_dictionary) or None)
+    except UnicodeDecodeError:
+        # pyarrow's dataset reader, which decodes the image, reads such a file:
+        # the columns are left to it, under the names it prints.
+        image = pa_ds.ParquetFileFormat().make_fragment(pa.BufferReader(pa.py_buffer(src.data)))
+        names = field_names(image.physical_schema)
+        return image.metadata, {}, {n: NAME_NOT_UTF8 for n in names if wanted is None or n in wanted}, []
     md = pf.metadata
     classes = classify_columns(pf.schema, pf.schema_arrow)
-    wanted = None if columns is None else set(columns)
     fields = set(pf.schema_arrow.names)
     gpu: dict[int, GpuColumn] = {}
     fallbacks: dict[str, str] = {}

@@ -7,6 +7,7 @@ from collections.abc import Collection
 import pyarrow as pa
 
 from ..format.structs import RowGroup
+from ..names import field_names
 from ..report import ReadReport
 from .batch import Image
 
@@ -36,10 +37,10 @@ def account_image_columns(report: ReadReport, image: Image, table: pa.Table, use
     for name in dict.fromkeys(used):
         column = image.decoded[name]
         report.add_decode(name, "gpu", column.num_chunks, len(column), column.nbytes)
-    for i, name in _columns(table, skip):
+    for name, column in _columns(table, skip):
         if name not in used:
             why = UNUSABLE if name in image.decoded else image.reason(name)
-            report.add_decode(name, "pyarrow", chunks, rows, table.column(i).nbytes, why)
+            report.add_decode(name, "pyarrow", chunks, rows, column.nbytes, why)
 
 
 def account_pyarrow_columns(report: ReadReport, table: pa.Table, row_groups, why: str,
@@ -53,16 +54,23 @@ def account_pyarrow_columns(report: ReadReport, table: pa.Table, row_groups, why
     after any row filter).
     """
     known = row_groups is not None and list(row_groups) != [None]
-    for i, name in _columns(table, skip):
-        column = table.column(i)
+    for name, column in _columns(table, skip):
         chunks = len(row_groups) if known else column.num_chunks
         report.add_decode(name, "pyarrow", chunks, table.num_rows if rows is None else rows, column.nbytes, why)
 
 
 def _columns(table: pa.Table, skip: Collection[str]):
-    """``(index, name)`` of the table's columns, once per name, without ``skip``."""
+    """``(name, column)`` of the table's columns, once per name, without ``skip``.
+
+    Names are as pyarrow prints them (:func:`~dask_hwdecomp.names.field_name`):
+    a name that is not UTF-8 is counted, not refused.
+    """
+    names = field_names(table.schema)
+    # pyarrow's column accessors decode the name as well: the columns come
+    # from the table under these names (a new schema, the same arrays).
+    named = table.rename_columns(names)
     seen = set(skip)
-    for i, name in enumerate(table.schema.names):
+    for i, name in enumerate(names):
         if name not in seen:
             seen.add(name)
-            yield i, name
+            yield name, named.column(i)

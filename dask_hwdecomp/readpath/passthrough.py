@@ -26,6 +26,7 @@ from collections.abc import Collection
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..names import chunk_path
 from ..report import PYARROW_NO_GPU, UNKNOWN_CODEC, ReadReport
 from .decode_report import account_pyarrow_columns
 from .fetch import is_local
@@ -85,7 +86,7 @@ def account_pyarrow_read(report: ReadReport, table: pa.Table, footer: pq.FileMet
         rows += group.num_rows
         for i in range(group.num_columns):
             chunk = group.column(i)
-            leaf = chunk.path_in_schema
+            leaf = chunk_path(chunk)
             if names is not None and not any(leaf == n or leaf.startswith(n + ".") for n in names):
                 continue
             report.add_jobs(PYARROW_NO_GPU, parquet_codec(chunk.compression), 0, 0, chunk.total_compressed_size,
