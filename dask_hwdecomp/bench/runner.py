@@ -22,8 +22,9 @@ The parts, each selectable:
     and of input, file by file and all files merged into one batch.
     Skipped, with the reason, without a CUDA device.
 
-Results are written after every part, so a run cut short keeps what it
-measured. The generated datasets are removed at the end unless
+Results (``results.json``, ``report.md``) are written after every part,
+so a run cut short keeps what it measured; the plots are drawn at the end
+(``hwdecomp bench --rerender`` draws them for a run cut short). The generated datasets are removed at the end unless
 ``keep_data`` is set.
 """
 
@@ -145,17 +146,23 @@ def _bar(cfg: BenchConfig, total: int, desc: str):
     return tqdm(total=total, desc=desc, disable=not cfg.progress, leave=False, dynamic_ncols=True)
 
 
-def _save(cfg: BenchConfig, results: dict) -> dict:
+def _save(cfg: BenchConfig, results: dict, plots: bool = False) -> dict:
+    """Write ``results.json`` and ``report.md``; the plots too when ``plots``.
+
+    The plots are drawn once, at the end: drawing them after every part
+    took most of a tiny run's time and seconds of a lease's at scale.
+    """
     from .markdown import render_report
-    from .plots import plot_all
     from .targets import check_targets
 
     checks = check_targets(results)
     results["targets"] = checks
-    plots = plot_all(results, cfg.out_dir)
-    results["plots"] = plots
+    if plots:
+        from .plots import plot_all
+
+        results["plots"] = plot_all(results, cfg.out_dir)
     (cfg.out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    (cfg.out_dir / "report.md").write_text(render_report(results, checks, plots))
+    (cfg.out_dir / "report.md").write_text(render_report(results, checks, results.get("plots", {})))
     return results
 
 
@@ -291,7 +298,7 @@ def rerender(out_dir) -> dict:
     """
     out_dir = Path(out_dir)
     results = json.loads((out_dir / "results.json").read_text())
-    return _save(BenchConfig(out_dir=out_dir, progress=False), results)
+    return _save(BenchConfig(out_dir=out_dir, progress=False), results, plots=True)
 
 
 def run_bench(cfg: BenchConfig) -> dict:
@@ -362,4 +369,4 @@ def _run(cfg: BenchConfig) -> dict:
     from ..decompress import registry
 
     registry.close_all()
-    return _save(cfg, results)
+    return _save(cfg, results, plots=True)
