@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dask_hwdecomp.bench.data import CODECS, generate
+from dask_hwdecomp.bench.data import CODECS, generate, writer_pool
 from dask_hwdecomp.bench.tables import KINDS, bytes_per_row, make_table
 
 
@@ -26,11 +26,15 @@ def _written_in_this_process(kind: str, index: int, rows: int, codec: str, seed:
     return sink.getvalue()
 
 
-@pytest.mark.parametrize(("kind", "processes"), [("lineitem", 2), ("entropy", 3)])
-def test_processes_write_the_bytes_one_process_writes(tmp_path, kind, processes):
+@pytest.mark.parametrize(("kind", "processes", "shared"), [("lineitem", 2, False), ("entropy", 3, True)])
+def test_processes_write_the_bytes_one_process_writes(tmp_path, kind, processes, shared):
     size, files, codecs = 600_000, 3, ("uncompressed", "snappy")
     alone = generate(tmp_path / "one", kind, size, files, codecs, processes=1)
-    spread = generate(tmp_path / "many", kind, size, files, codecs, processes=processes)
+    if shared:  # the runner's one pool for every dataset
+        with writer_pool(processes) as pool:
+            spread = generate(tmp_path / "many", kind, size, files, codecs, pool=pool)
+    else:
+        spread = generate(tmp_path / "many", kind, size, files, codecs, processes=processes)
     one, many = _files(tmp_path / "one"), _files(tmp_path / "many")
     assert len(one) == files * (len(codecs) + 1) and one.keys() == many.keys()
     assert [name for name in one if one[name] != many[name]] == []

@@ -14,11 +14,12 @@ was made, so a second run with the same settings reuses it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
 import shutil
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import pyarrow.parquet as pq
 from .ceiling import write_ipc_copy, write_twin
 from .tables import KINDS, bytes_per_row, make_table
 
-__all__ = ["CODECS", "Dataset", "generate", "from_user", "describe_dir"]
+__all__ = ["CODECS", "Dataset", "generate", "writer_pool", "from_user", "describe_dir"]
 
 # Our codec names -> pyarrow's ``compression`` argument. pyarrow's "lz4"
 # writes the LZ4_RAW codec.
@@ -124,26 +125,36 @@ def _write_part(part: _Part) -> int:
     return table.nbytes
 
 
-def _write_parts(parts: list[_Part], processes: int, progress=None) -> int:
-    """Write ``parts`` with ``processes`` processes; their Arrow bytes, summed.
+@contextlib.contextmanager
+def writer_pool(processes: int):
+    """Processes that write the parts of datasets, for :func:`generate`; None for one (this process writes).
 
     Processes, not threads: building a table is numpy work that holds the
     GIL for much of its time. They are spawned (never forked: the caller
-    may hold a CUDA context or threads); one process writes in this one.
+    may hold a CUDA context or threads), when the first part is submitted;
+    one pool serves every dataset of a run, so they start once.
     """
-    total = 0
     if processes <= 1:
+        yield None
+        return
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+def _write_parts(parts: list[_Part], pool: Executor | None, progress=None) -> int:
+    """Write ``parts`` in ``pool`` (None: in this process); their Arrow bytes, summed."""
+    total = 0
+    if pool is None:
         for part in parts:
             total += _write_part(part)
             if progress:
                 progress(1)
         return total
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_write_part, part) for part in parts]
-        for fut in futures:
-            total += fut.result()
-            if progress:
-                progress(1)
+    futures = [pool.submit(_write_part, part) for part in parts]
+    for fut in futures:
+        total += fut.result()
+        if progress:
+            progress(1)
     return total
 
 
@@ -157,6 +168,7 @@ def generate(
     processes: int | None = None,
     row_group_rows: int | None = None,
     progress=None,
+    pool: Executor | None = None,
 ) -> Dataset:
     """Write (or reuse) table ``kind`` of about ``arrow_bytes`` in every codec.
 
@@ -179,6 +191,9 @@ def generate(
         Rows per row group (default: pyarrow's).
     progress : callable, optional
         Called with the number of files done, after each file.
+    pool : Executor, optional
+        Where the files are written (:func:`writer_pool`), in place of a
+        pool of ``processes`` of its own.
 
     Returns
     -------
@@ -218,7 +233,8 @@ def generate(
     rows_per_file = max(1, int(arrow_bytes / per_row / files))
     processes = min(processes or os.cpu_count() or 1, files)
     parts = [_Part(kind, i, rows_per_file, i * rows_per_file, seed, dirs, row_group_rows) for i in range(files)]
-    total = _write_parts(parts, processes, progress)
+    with contextlib.nullcontext(pool) if pool is not None else writer_pool(processes) as writers:
+        total = _write_parts(parts, writers, progress)
     rows = rows_per_file * files
     ipc = write_ipc_copy(dirs["uncompressed"], processes)  # the parts wrote their twins: nothing left to do
     manifest.write_text(json.dumps({"made_with": wanted, "rows": rows, "table_bytes": total}, indent=1))

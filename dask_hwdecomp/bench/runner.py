@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .data import CODECS, from_user, generate
+from .data import CODECS, from_user, generate, writer_pool
 from .system import format_system, system_info
 
 __all__ = ["BenchConfig", "run_bench", "rerender", "remove_generated", "PARTS", "SCHEDULERS"]
@@ -168,9 +168,11 @@ def _save(cfg: BenchConfig, results: dict, plots: bool = False) -> dict:
 
 def _datasets(cfg: BenchConfig) -> dict:
     out = {}
-    with _bar(cfg, cfg.files * len(cfg.datasets), "writing datasets") as bar:
+    processes = min(os.cpu_count() or 1, cfg.files)
+    with _bar(cfg, cfg.files * len(cfg.datasets), "writing datasets") as bar, writer_pool(processes) as pool:
         for kind in cfg.datasets:
-            out[kind] = generate(cfg.data_dir, kind, cfg.size_bytes, cfg.files, cfg.codecs, progress=bar.update)
+            out[kind] = generate(cfg.data_dir, kind, cfg.size_bytes, cfg.files, cfg.codecs, progress=bar.update,
+                                 pool=pool)
     if cfg.user_dataset:
         out["user"] = from_user(cfg.user_dataset, cfg.data_dir)
     return out
