@@ -284,6 +284,8 @@ def _targets_section(checks: list[dict]) -> list[str]:
 def render_report(results: dict, checks: list[dict], plots: dict) -> str:
     """The Markdown report of one run."""
     cfg = results["config"]
+    # Runs before every pair was warmed up warmed each variant on one codec.
+    warmup = results.get("warmup", "one warm-up read per variant")
     lines = [
         f"# hwdecomp benchmark — {results['started']}",
         "",
@@ -296,7 +298,7 @@ def render_report(results: dict, checks: list[dict], plots: dict) -> str:
         "```",
         "",
         f"Cluster shape: {cfg['workers']} workers × {cfg['threads']} threads (threaded scheduler: {cfg['workers'] * cfg['threads']} threads). "
-        f"Repeats: {cfg['repeats']} (after one warm-up read per variant). Files are in the page cache (written just before, or read in the warm-up): "
+        f"Repeats: {cfg['repeats']} (after {warmup}). Files are in the page cache (written just before, or read in the warm-up): "
         "the figures are the read path's, not the disk's. Throughput counts the whole `dd.read_parquet(...).persist()` call, graph construction included.",
         "",
         "## Datasets",

@@ -187,12 +187,14 @@ def _e2e(cfg: BenchConfig, datasets: dict, results: dict) -> None:
                                "codecs": v.codecs} for k, v in variants.items()}
     shape = ClusterShape(cfg.workers, cfg.threads)
     usable = [v for v in variants.values() if v.unavailable is None]
+    results["warmup"] = "an untimed read of every variant on every codec, on each scheduler"
     e2e = results.setdefault("endtoend", {})
     for sched in cfg.schedulers:
         opener = local_cluster if sched == "distributed" else threaded
         with opener(shape) as scheduler:
             for name, ds in datasets.items():
-                total = cfg.repeats * sum(v.applies_to(c) for c in ds.dirs for v in usable)
+                # the warm-up read of every pair, then the timed repeats
+                total = (cfg.repeats + 1) * sum(v.applies_to(c) for c in ds.dirs for v in usable)
                 with _bar(cfg, total, f"{sched}: {name}") as bar:
                     e2e.setdefault(name, {})[sched] = measure_dataset(
                         scheduler, variants, ds, cfg.repeats, tick=bar.update
