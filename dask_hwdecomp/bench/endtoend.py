@@ -1,9 +1,9 @@
 """``dd.read_parquet`` end to end: GB/s, worker CPU seconds, stage times.
 
-Two schedulers, same cluster shape: a distributed ``LocalCluster`` of
-``workers`` processes × ``threads`` (the result persisted in the workers,
-then released), and the threaded scheduler with ``workers × threads``
-threads in this process. Throughput counts the whole call, graph
+Two schedulers: a distributed ``LocalCluster`` of ``workers`` processes ×
+``threads`` per shape (:mod:`.shapes`; the result persisted in the
+workers, then released), and the threaded scheduler with ``workers ×
+threads`` threads in this process. Throughput counts the whole call, graph
 construction included. CPU seconds are the user+system time of the worker
 processes (of this process, threaded) over the read. Stage times come from
 the hwdecomp engine's :class:`~dask_hwdecomp.ReadReport`, gathered in this
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import dask.dataframe as dd
@@ -23,21 +22,11 @@ import psutil
 
 from ..report import ReadReport, collect_reports
 from .data import Dataset
+from .shapes import ClusterShape
 from .stats import summarize
 from .variants import Variant
 
 __all__ = ["ClusterShape", "Scheduler", "local_cluster", "threaded", "measure_read", "measure_dataset", "decode_summary"]
-
-
-@dataclass(frozen=True)
-class ClusterShape:
-    """Workers × threads per worker."""
-
-    workers: int
-    threads: int
-
-    def __str__(self) -> str:
-        return f"{self.workers}x{self.threads}"
 
 
 def _process_cpu_seconds() -> float:

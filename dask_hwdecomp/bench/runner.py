@@ -4,7 +4,9 @@ The parts, each selectable:
 
 ``e2e``
     ``dd.read_parquet`` with every engine variant, on each scheduler: GB/s,
-    worker CPU seconds per GB, stage times.
+    worker CPU seconds per GB, stage times. The distributed scheduler runs
+    once per cluster shape (one LocalCluster each, the variants interleaved
+    within it); the threaded scheduler once per total of threads.
 ``decompress``
     Decompression alone per backend, host to host, at the default options,
     on pages of 1 MiB and of 64 KiB.
@@ -40,16 +42,13 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .data import CODECS, from_user, generate, writer_pool
+from .shapes import default_shapes, parse_shapes, threaded_shapes
 from .system import format_system, system_info
 
 __all__ = ["BenchConfig", "run_bench", "rerender", "remove_generated", "PARTS", "SCHEDULERS"]
 
 PARTS = ("e2e", "decompress", "copy", "sweep", "checksums", "gpudecode")
 SCHEDULERS = ("distributed", "threads")
-
-
-def _default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass
@@ -80,8 +79,11 @@ class BenchConfig:
         Which of :data:`PARTS` to run.
     schedulers : tuple of str
         Which of :data:`SCHEDULERS` the end-to-end part uses.
-    workers, threads : int
-        Cluster shape: worker processes × threads per worker.
+    shapes : sequence
+        Cluster shapes, worker processes × threads per worker
+        (:class:`~.shapes.ClusterShape`, ``"4x4"`` or ``(4, 4)``); one
+        LocalCluster each. Default: :func:`~.shapes.default_shapes`
+        (``4x(C/4), Cx1, 1xC`` on C cores).
     backends : tuple of str
         hwdecomp backends to compare (``"auto"`` and registry names).
     decodes : tuple of str
@@ -112,8 +114,7 @@ class BenchConfig:
     repeats: int = 3
     parts: tuple = PARTS
     schedulers: tuple = SCHEDULERS
-    workers: int = field(default_factory=_default_workers)
-    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 1) // _default_workers()))
+    shapes: tuple = field(default_factory=default_shapes)
     backends: tuple = ("auto", "cpu", "nvcomp", "hardware")
     decodes: tuple = ("auto", "cpu")
     decompress_bytes: int = 1 << 30
@@ -135,7 +136,8 @@ class BenchConfig:
         unknown = set(self.decodes) - set(DECODES)
         if unknown or not self.decodes:
             raise ValueError(f"unknown or no decode(s) {sorted(unknown)}; choose from {DECODES}")
-        for name in ("size_bytes", "files", "repeats", "workers", "threads", "decompress_bytes"):
+        self.shapes = parse_shapes(self.shapes)
+        for name in ("size_bytes", "files", "repeats", "decompress_bytes"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         self.out_dir = Path(self.out_dir)
@@ -179,28 +181,29 @@ def _datasets(cfg: BenchConfig) -> dict:
 
 
 def _e2e(cfg: BenchConfig, datasets: dict, results: dict) -> None:
-    from .endtoend import ClusterShape, local_cluster, measure_dataset, threaded
+    from .endtoend import local_cluster, measure_dataset, threaded
     from .variants import CEILING, ceiling_variant, engine_variants
 
     variants = {**engine_variants(cfg.backends, decodes=cfg.decodes), CEILING: ceiling_variant()}
     results["variants"] = {k: {"backend": v.backend, "decode": v.decode, "unavailable": v.unavailable,
                                "codecs": v.codecs} for k, v in variants.items()}
-    shape = ClusterShape(cfg.workers, cfg.threads)
     usable = [v for v in variants.values() if v.unavailable is None]
-    results["warmup"] = "an untimed read of every variant on every codec, on each scheduler"
+    results["warmup"] = "an untimed read of every variant on every codec, on each scheduler and shape"
     e2e = results.setdefault("endtoend", {})
     for sched in cfg.schedulers:
-        opener = local_cluster if sched == "distributed" else threaded
-        with opener(shape) as scheduler:
-            for name, ds in datasets.items():
-                # the warm-up read of every pair, then the timed repeats
-                total = (cfg.repeats + 1) * sum(v.applies_to(c) for c in ds.dirs for v in usable)
-                with _bar(cfg, total, f"{sched}: {name}") as bar:
-                    e2e.setdefault(name, {})[sched] = measure_dataset(
-                        scheduler, variants, ds, cfg.repeats, tick=bar.update
-                    )
-                results.setdefault("ceiling", {})[name] = _ceiling_plan(ds)
-                _save(cfg, results)
+        # Threaded runs of equal totals of threads are the same run: once each.
+        shapes, opener = (cfg.shapes, local_cluster) if sched == "distributed" else (threaded_shapes(cfg.shapes), threaded)
+        for shape in shapes:
+            with opener(shape) as scheduler:
+                for name, ds in datasets.items():
+                    # the warm-up read of every pair, then the timed repeats
+                    total = (cfg.repeats + 1) * sum(v.applies_to(c) for c in ds.dirs for v in usable)
+                    with _bar(cfg, total, f"{sched} {shape}: {name}") as bar:
+                        e2e.setdefault(name, {}).setdefault(sched, {})[str(shape)] = measure_dataset(
+                            scheduler, variants, ds, cfg.repeats, tick=bar.update
+                        )
+                    results.setdefault("ceiling", {})[name] = _ceiling_plan(ds)
+                    _save(cfg, results)
 
 
 def _ceiling_plan(ds) -> dict:
@@ -344,6 +347,7 @@ def _run(cfg: BenchConfig) -> dict:
     if cfg.progress:
         print(format_system(info), flush=True)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
+    config["shapes"] = [str(s) for s in cfg.shapes]  # e2eruns reads the figures' layout from this key
     results: dict = {
         "started": _dt.datetime.now().isoformat(timespec="seconds"),
         "system": info,

@@ -49,11 +49,20 @@ def _ints(text: str) -> tuple:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
 
 
-def _shape(text: str) -> tuple[int, int]:
-    m = re.fullmatch(r"(\d+)x(\d+)", text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not WORKERSxTHREADS, e.g. 4x4")
-    return int(m.group(1)), int(m.group(2))
+def _shapes(text: str) -> tuple:
+    from ..bench.shapes import parse_shapes
+
+    try:
+        return parse_shapes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _default_shapes_text() -> str:
+    from ..bench.shapes import default_shapes
+
+    here = ",".join(str(s) for s in default_shapes())
+    return f"4x(C/4),Cx1,1xC on C cores: here {here}"
 
 
 def add_parser(subparsers) -> None:
@@ -75,7 +84,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--parts", type=_names, default="e2e,decompress,copy,sweep,checksums,gpudecode",
                    help="what to measure (gpudecode: the GPU decode kernels alone)")
     p.add_argument("--schedulers", type=_names, default="distributed,threads", help="end-to-end schedulers")
-    p.add_argument("--cluster", type=_shape, default=None, help="WORKERSxTHREADS (default: 4 workers sharing all cores)")
+    p.add_argument("--cluster", type=_shapes, default=None,
+                   help="LocalCluster shapes, comma-separated WORKERSxTHREADS, each measured in the same run "
+                   f"(one LocalCluster each; the threaded scheduler once per total of threads) (default: "
+                   f"{_default_shapes_text()})")
     p.add_argument("--backends", type=_names, default="auto,cpu,nvcomp,hardware", help="hwdecomp backends compared")
     p.add_argument("--decodes", type=_names, default="auto,cpu",
                    help="decode options crossed with the GPU-capable backends (auto: hwdecomp-auto; cpu: "
@@ -100,7 +112,7 @@ def config_from_args(args):
     dsize = parse_size(args.decompress_size) if isinstance(args.decompress_size, str) else args.decompress_size
     kw = {}
     if args.cluster:
-        kw["workers"], kw["threads"] = args.cluster
+        kw["shapes"] = _shapes(args.cluster) if isinstance(args.cluster, str) else tuple(args.cluster)
     ints = lambda v: _ints(v) if isinstance(v, str) else tuple(v)  # noqa: E731
     codecs = ("uncompressed",) + tuple(c for c in listed(args.codecs) if c != "uncompressed")
     unknown = set(codecs) - set(CODECS)
