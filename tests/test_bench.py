@@ -56,9 +56,8 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
     assert [c["kind"] for c in results["targets"]][-2:] == ["ceiling", "ceiling"]
     assert "| reference |" in report and "## GPU decode kernels alone" in report
     for c in results["targets"]:
-        if c["met"] is not None and c["kind"] not in ("decompress", "contexts", "pages-per-call", "gpu-kernels"):
+        if c.get("value") is not None and c["kind"] not in ("decompress", "contexts", "pages-per-call", "gpu-kernels"):
             assert float(c["measured"]) == pytest.approx(c["value"], abs=0.005), c
-            assert c["met"] == (c["value"] >= float(c["target"][3:]) if c["target"].startswith(">=") else c["value"] <= float(c["target"][3:]))
         if c["kind"] in ("contexts", "pages-per-call"):
             assert c["met"] is None and c["limit"] == "not measured (cluster 1x2)", c
     base = results["endtoend"]["lineitem"]["distributed"]["1x2"]
@@ -102,9 +101,17 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
             assert _positive(per_codec["gzip"]["gbps"]), (label, "gzip")
     (pool,) = [k for k in dec["sweep"] if k.startswith("cpu-")]
     assert all(_positive(p["gbps"]) for pts in dec["sweep"][pool].values() for p in pts)
-    assert any(c["met"] is not None for c in results["targets"])
-    assert "### lineitem, LocalCluster 1x2" in report and "### entropy, threaded scheduler, 2 threads" in report
-    assert {c["shape"] for c in results["targets"] if c["kind"] == "cpu-backend"} == {"1x2"}
+    # 3 MB a dataset is a small read: the figures are kept and labelled, no target is judged on them
+    assert results["small_read"]["datasets"] == ["lineitem", "entropy"] and results["datasets"]["entropy"]["small_read"]
+    assert "**SMALL READ: figures under 1 GB per dataset are dominated by per-task costs; do not use them for " \
+           "decisions** (Arrow data: lineitem 0.00" in report
+    measured = [c for c in results["targets"] if c.get("value") is not None and not c.get("reference")]
+    assert {c["kind"] for c in measured} >= {"vs-uncompressed", "uncompressed", "cpu-backend", "cpu-seconds"}
+    for c in measured:
+        assert c["met"] is None and c["small_read"] and c["shape"] == "1x2", c
+        assert c["limit"].startswith("not judged at this size: small read (0.00"), c
+    assert "| not judged (small read) |" in report and "### lineitem, LocalCluster 1x2 (small read)" in report
+    assert "### entropy, threaded scheduler, 2 threads (small read)" in report
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -138,5 +138,5 @@ def test_every_shape_is_measured_in_one_run(tmp_path):
         assert set(per_variant) == {"pyarrow", "hwdecomp-cpu", "ipc-ceiling"}
         assert all(fig["arrow_gbps"]["median"] > 0 for codecs in per_variant.values() for fig in codecs.values())
     report = (cfg.out_dir / "report.md").read_text()
-    assert "### lineitem, LocalCluster 1x2" in report and "### lineitem, LocalCluster 2x1" in report
+    assert "### lineitem, LocalCluster 1x2 (small read)" in report and "### lineitem, LocalCluster 2x1 (small read)" in report
     assert {c["shape"] for c in results["targets"] if c["kind"] == "cpu-backend"} == {"1x2", "2x1"}

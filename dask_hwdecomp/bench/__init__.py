@@ -12,8 +12,8 @@ bandwidth, and a batch-size sweep; it checks the targets and writes
 Modules: :mod:`.system` (machine and versions), :mod:`.data` (datasets),
 :mod:`.ceiling` (the IPC ceiling), :mod:`.variants` (the engines compared),
 :mod:`.shapes` (cluster shapes), :mod:`.endtoend`, :mod:`.e2eruns` (the
-end-to-end figures by dataset, scheduler and shape), :mod:`.pages`,
-:mod:`.decompression`, :mod:`.copybw`,
+end-to-end figures by dataset, scheduler and shape), :mod:`.scale` (small
+reads), :mod:`.pages`, :mod:`.decompression`, :mod:`.copybw`,
 :mod:`.targets`, :mod:`.plots`, :mod:`.markdown` (report.md), :mod:`.runner`.
 """
 

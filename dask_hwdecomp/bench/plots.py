@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .e2eruns import E2eRun, e2e_runs  # noqa: E402
+from .scale import small_reads  # noqa: E402
 from .variants import BASELINE, CEILING  # noqa: E402
 
 __all__ = ["plot_all", "stage_rows", "stage_figure", "variant_colours"]
@@ -85,16 +86,16 @@ def _bars(ax, per_variant: dict, key: str, codecs: list[str], title: str, ylabel
         ax.legend(fontsize=7, **({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if legend_outside else {}))
 
 
-def _grid(runs: list[E2eRun], key: str, ylabel: str, unit: str, path: Path) -> Path | None:
-    """One panel per end-to-end run (dataset, scheduler, shape), titled with all three."""
+def _grid(runs: list[E2eRun], key: str, ylabel: str, unit: str, path: Path, small=()) -> Path | None:
+    """One panel per end-to-end run (dataset, scheduler, shape), titled with all three; ``small``: small-read datasets."""
     if not runs:
         return None
     fig, axes = plt.subplots(len(runs), 1, figsize=(11, 3.2 * len(runs)), squeeze=False)
     for ax, run in zip(axes[:, 0], runs):
         per_variant = run.figures
         codecs = list(per_variant.get(BASELINE) or next(iter(per_variant.values())))
-        _bars(ax, per_variant, key, codecs, f"{run.dataset} — {run.where}", ylabel, bound_line=True, unit=unit,
-              legend_outside=True)
+        title = f"{run.dataset} — {run.where}" + (" (SMALL READ: not for decisions)" if run.dataset in small else "")
+        _bars(ax, per_variant, key, codecs, title, ylabel, bound_line=True, unit=unit, legend_outside=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -201,10 +202,11 @@ def plot_all(results: dict, out_dir) -> dict:
     """Write every plot the results allow; ``{name: file name}``."""
     out_dir = Path(out_dir)
     e2e = e2e_runs(results)
+    small = small_reads(results)
     arrow_bytes = {k: v["arrow_bytes"] for k, v in results.get("datasets", {}).items()}
     made = {
-        "throughput": _grid(e2e, "arrow_gbps", "GB/s of Arrow data", "GB/s", out_dir / "throughput.png"),
-        "cpu": _grid(e2e, "cpu_s_per_gb", "CPU s per GB of Arrow data", "CPU s/GB", out_dir / "cpu_seconds.png"),
+        "throughput": _grid(e2e, "arrow_gbps", "GB/s of Arrow data", "GB/s", out_dir / "throughput.png", small),
+        "cpu": _grid(e2e, "cpu_s_per_gb", "CPU s per GB of Arrow data", "CPU s/GB", out_dir / "cpu_seconds.png", small),
         "stages": _stages(e2e, arrow_bytes, out_dir / "stages.png"),
         "decompression": _decompress(results.get("decompression", {}), results.get("copy_bandwidth"), out_dir / "decompression.png"),
         "sweep": _sweep(results.get("decompression", {}), out_dir / "batch_sweep.png"),

@@ -42,6 +42,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .data import CODECS, from_user, generate, writer_pool
+from .scale import SMALL_READ_BYTES, SMALL_READ_NOTE, is_small
 from .shapes import default_shapes, parse_shapes, threaded_shapes
 from .system import format_system, system_info
 
@@ -64,6 +65,7 @@ class BenchConfig:
         made with the same settings and kept (``keep_data``).
     size_bytes : int
         Arrow bytes of each generated dataset (each codec holds all of it).
+        Under 1 GB the figures are small-read results (:mod:`.scale`).
     datasets : tuple of str
         Generated tables: ``"lineitem"``, ``"entropy"``.
     user_dataset : path, optional
@@ -355,7 +357,12 @@ def _run(cfg: BenchConfig) -> dict:
         "skipped": {},
     }
     datasets = _datasets(cfg)
-    results["datasets"] = {k: d.to_dict() for k, d in datasets.items()}
+    results["datasets"] = {k: {**d.to_dict(), "small_read": is_small(d.arrow_bytes)} for k, d in datasets.items()}
+    small = [k for k, d in datasets.items() if is_small(d.arrow_bytes)]
+    results["small_read"] = {"datasets": small, "threshold_bytes": SMALL_READ_BYTES,
+                             "note": SMALL_READ_NOTE if small else None}
+    if small and cfg.progress:
+        print(f"{SMALL_READ_NOTE} ({', '.join(small)})", flush=True)
     _save(cfg, results)
     # End to end first: the parts below open GPU backends in this process,
     # whose CUDA context would then count among the GPU's processes while
