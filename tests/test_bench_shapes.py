@@ -42,7 +42,8 @@ def test_cluster_option_takes_a_list_and_defaults_to_the_scaled_set(capsys):
     parse = build_parser().parse_args
     assert _labels(config_from_args(parse(["bench", "--cluster", "4x4,16x1"])).shapes) == ["4x4", "16x1"]
     assert config_from_args(parse(["bench"])).shapes == default_shapes()
-    assert BenchConfig().shapes == default_shapes()
+    assert config_from_args(parse(["bench"])).files == 32
+    assert BenchConfig().shapes == default_shapes() and BenchConfig().files == 32
     with pytest.raises(SystemExit):
         main(["bench", "--cluster", "4x4,lots"])
     assert "'lots' is not WORKERSxTHREADS" in capsys.readouterr().err

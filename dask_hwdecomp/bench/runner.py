@@ -74,7 +74,8 @@ class BenchConfig:
     codecs : tuple of str
         Codecs of the generated datasets (uncompressed is always written).
     files : int
-        Files per codec directory.
+        Files per codec directory (a partition each): 32 by default, about
+        100 MB each at the default size.
     repeats : int
         Timed repeats of every figure.
     parts : tuple of str
@@ -112,7 +113,7 @@ class BenchConfig:
     datasets: tuple = ("lineitem", "entropy")
     user_dataset: Path | None = None
     codecs: tuple = tuple(CODECS)
-    files: int = 16
+    files: int = 32
     repeats: int = 3
     parts: tuple = PARTS
     schedulers: tuple = SCHEDULERS
