@@ -121,6 +121,9 @@ def test_results_of_one_shape_from_before_read_as_that_shape():
     assert shapes_of(old, "distributed") == ["4x4"] and shapes_of(old, "threads") == ["1x16"]
     (decode,) = [c for c in check_targets(old) if c["kind"] == "gpu-decode"]
     assert decode["value"] == pytest.approx(3.5)
+    # results that recorded no shape at all still name their runs
+    (run,) = e2e_runs({"endtoend": {"lineitem": {"threads": _per_variant(1.0, 1.0)}}})
+    assert run.where == "threaded scheduler, shape ?"
 
 
 @pytest.mark.distributed

@@ -45,7 +45,10 @@ class E2eRun:
         """``"LocalCluster 4x4"`` or ``"threaded scheduler, 16 threads"``."""
         if self.scheduler == "distributed":
             return f"LocalCluster {self.shape}"
-        return f"threaded scheduler, {parse_shape(self.shape).total_threads} threads"
+        try:
+            return f"threaded scheduler, {parse_shape(self.shape).total_threads} threads"
+        except ValueError:  # results that recorded no shape
+            return f"threaded scheduler, shape {self.shape}"
 
 
 def _by_shape(results: dict) -> bool:
