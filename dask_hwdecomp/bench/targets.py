@@ -167,8 +167,8 @@ def _threaded_report(run: _Run, variant: str, codec: str) -> dict | None:
     """The threaded run's mean report of ``variant`` on ``codec``: the run with as many threads as ``run``'s shape."""
     threaded = e2e_runs(run.results, run.dataset, "threads")
     same = [r for r in threaded if _total_threads(r.shape) == _total_threads(run.shape)]
-    fig = next(iter(same or threaded), None)
-    fig = fig.figures.get(variant, {}).get(codec) if fig is not None else None
+    chosen = next(iter(same or threaded), None)
+    fig = chosen.figures.get(variant, {}).get(codec) if chosen is not None else None
     return fig.get("report") if isinstance(fig, dict) else None
 
 
