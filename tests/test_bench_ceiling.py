@@ -23,7 +23,7 @@ from helpers import gpu_available
 def dataset(tmp_path_factory):
     """Tiny lineitem-like data, uncompressed and snappy, three row groups per file."""
     return generate(tmp_path_factory.mktemp("bench"), "lineitem", 2_000_000, 2, ("uncompressed", "snappy"),
-                    threads=2, row_group_rows=4000)
+                    processes=1, row_group_rows=4000)
 
 
 def test_ipc_twins_are_written_next_to_the_dataset(dataset):

@@ -261,6 +261,9 @@ def test_bench_console_says_why_a_target_was_not_measured(tmp_path):
         # the reason report.md gives, not a bare "-"
         assert re.search(r": not measur(ed|able)\b.* \(target [^)]+\)$", line), line
     assert "the distributed scheduler was not run" in done.stdout
+    # 1 MB: the console says the figures are a small read's, before the targets
+    assert "\nSMALL READ: figures under 1 GB per dataset are dominated by per-task costs; do not use them for " \
+           "decisions (lineitem; the targets below are not judged on them)\n" in done.stdout
 
 
 def test_info_lists_only_packages_the_project_uses(capsys):

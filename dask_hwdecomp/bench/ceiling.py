@@ -20,7 +20,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["IPC_SUFFIX", "IpcPart", "ipc_dir_of", "write_ipc_copy", "ipc_parts", "read_ipc_part", "read_ipc_ceiling"]
+__all__ = ["IPC_SUFFIX", "IpcPart", "ipc_dir_of", "write_twin", "write_ipc_copy", "ipc_parts", "read_ipc_part",
+           "read_ipc_ceiling"]
 
 IPC_SUFFIX = ".arrow"
 
@@ -45,6 +46,25 @@ def _write_twin(parquet_file: Path, target: Path) -> None:
             # set of batches (ChunkedArray.combine_chunks keeps empty groups).
             writer.write_batch(pa.RecordBatch.from_arrays([c.combine_chunks() for c in group.columns], schema=schema))
     os.replace(tmp, target)  # a cut-short write never passes for a twin
+
+
+def write_twin(parquet_file) -> Path:
+    """Write the IPC twin of one uncompressed Parquet file (in :func:`ipc_dir_of` its directory).
+
+    The dataset writer calls it in the process that has just written the
+    file, so that the twins are made in parallel with the files.
+
+    Returns
+    -------
+    Path
+        The twin.
+    """
+    parquet_file = Path(parquet_file)
+    ipc_dir = ipc_dir_of(parquet_file.parent)
+    ipc_dir.mkdir(parents=True, exist_ok=True)
+    target = _twin(parquet_file, ipc_dir)
+    _write_twin(parquet_file, target)
+    return target
 
 
 def write_ipc_copy(uncompressed_dir, threads: int | None = None) -> Path:

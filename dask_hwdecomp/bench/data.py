@@ -14,19 +14,21 @@ was made, so a second run with the same settings reuses it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from .ceiling import write_ipc_copy
+from .ceiling import write_ipc_copy, write_twin
 from .tables import KINDS, bytes_per_row, make_table
 
-__all__ = ["CODECS", "Dataset", "generate", "from_user", "describe_dir"]
+__all__ = ["CODECS", "Dataset", "generate", "writer_pool", "from_user", "describe_dir"]
 
 # Our codec names -> pyarrow's ``compression`` argument. pyarrow's "lz4"
 # writes the LZ4_RAW codec.
@@ -91,18 +93,69 @@ def _dir_bytes(path: Path, pattern: str = "*.parquet") -> int:
     return sum(p.stat().st_size for p in Path(path).glob(pattern))
 
 
-def _write_part(kind: str, index: int, rows: int, first_row: int, seed: int, dirs: dict, row_group_rows) -> int:
-    table = make_table(kind, rows, seed + index, first_row)
-    use_dictionary = KINDS[kind][1]
-    for codec, path in dirs.items():
+@dataclass(frozen=True)
+class _Part:
+    """One file of a generated dataset, as sent to a writer process (picklable)."""
+
+    kind: str
+    index: int
+    rows: int
+    first_row: int
+    seed: int
+    dirs: dict
+    row_group_rows: int | None
+
+
+def _write_part(part: _Part) -> int:
+    """Build one part's rows and write them in every codec, and the IPC twin; its Arrow bytes.
+
+    Module-level, with a picklable argument: it runs in spawned processes.
+    """
+    table = make_table(part.kind, part.rows, part.seed + part.index, part.first_row)
+    use_dictionary = KINDS[part.kind][1]
+    for codec, path in part.dirs.items():
         pq.write_table(
             table,
-            Path(path) / f"part-{index:04d}.parquet",
+            Path(path) / f"part-{part.index:04d}.parquet",
             compression=CODECS[codec],
             use_dictionary=use_dictionary,
-            row_group_size=row_group_rows,
+            row_group_size=part.row_group_rows,
         )
+    write_twin(Path(part.dirs["uncompressed"]) / f"part-{part.index:04d}.parquet")
     return table.nbytes
+
+
+@contextlib.contextmanager
+def writer_pool(processes: int):
+    """Processes that write the parts of datasets, for :func:`generate`; None for one (this process writes).
+
+    Processes, not threads: building a table is numpy work that holds the
+    GIL for much of its time. They are spawned (never forked: the caller
+    may hold a CUDA context or threads), when the first part is submitted;
+    one pool serves every dataset of a run, so they start once.
+    """
+    if processes <= 1:
+        yield None
+        return
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+def _write_parts(parts: list[_Part], pool: Executor | None, progress=None) -> int:
+    """Write ``parts`` in ``pool`` (None: in this process); their Arrow bytes, summed."""
+    total = 0
+    if pool is None:
+        for part in parts:
+            total += _write_part(part)
+            if progress:
+                progress(1)
+        return total
+    futures = [pool.submit(_write_part, part) for part in parts]
+    for fut in futures:
+        total += fut.result()
+        if progress:
+            progress(1)
+    return total
 
 
 def generate(
@@ -112,9 +165,10 @@ def generate(
     files: int,
     codecs=tuple(CODECS),
     seed: int = 42,
-    threads: int | None = None,
+    processes: int | None = None,
     row_group_rows: int | None = None,
     progress=None,
+    pool: Executor | None = None,
 ) -> Dataset:
     """Write (or reuse) table ``kind`` of about ``arrow_bytes`` in every codec.
 
@@ -130,12 +184,16 @@ def generate(
     codecs : sequence of str
         Keys of :data:`CODECS`; ``"uncompressed"`` is always added.
     seed : int
-    threads : int, optional
-        Files generated at once (default: all cores).
+    processes : int, optional
+        Processes writing files at once (default: one per core, at most one
+        per file). The data is the same for any number.
     row_group_rows : int, optional
         Rows per row group (default: pyarrow's).
     progress : callable, optional
         Called with the number of files done, after each file.
+    pool : Executor, optional
+        Where the files are written (:func:`writer_pool`), in place of a
+        pool of ``processes`` of its own.
 
     Returns
     -------
@@ -165,7 +223,7 @@ def generate(
         if old.get("made_with") == wanted:
             if progress:
                 progress(files)
-            ipc = write_ipc_copy(dirs["uncompressed"], threads)  # kept data from before the twins existed
+            ipc = write_ipc_copy(dirs["uncompressed"], processes)  # kept data from before the twins existed
             return Dataset(kind, dirs, old["rows"], old["table_bytes"], {c: _dir_bytes(d) for c, d in dirs.items()}, files, ipc)
     if base.exists():
         shutil.rmtree(base)
@@ -173,19 +231,12 @@ def generate(
         d.mkdir(parents=True)
     per_row = bytes_per_row(kind)
     rows_per_file = max(1, int(arrow_bytes / per_row / files))
-    threads = threads or os.cpu_count() or 1
-    total = 0
-    with ThreadPoolExecutor(min(threads, files)) as pool:
-        futures = [
-            pool.submit(_write_part, kind, i, rows_per_file, i * rows_per_file, seed, dirs, row_group_rows)
-            for i in range(files)
-        ]
-        for fut in futures:
-            total += fut.result()
-            if progress:
-                progress(1)
+    processes = min(processes or os.cpu_count() or 1, files)
+    parts = [_Part(kind, i, rows_per_file, i * rows_per_file, seed, dirs, row_group_rows) for i in range(files)]
+    with contextlib.nullcontext(pool) if pool is not None else writer_pool(processes) as writers:
+        total = _write_parts(parts, writers, progress)
     rows = rows_per_file * files
-    ipc = write_ipc_copy(dirs["uncompressed"], threads)
+    ipc = write_ipc_copy(dirs["uncompressed"], processes)  # the parts wrote their twins: nothing left to do
     manifest.write_text(json.dumps({"made_with": wanted, "rows": rows, "table_bytes": total}, indent=1))
     return Dataset(kind, dirs, rows, total, {c: _dir_bytes(d) for c, d in dirs.items()}, files, ipc)
 

@@ -1,9 +1,9 @@
 """``dd.read_parquet`` end to end: GB/s, worker CPU seconds, stage times.
 
-Two schedulers, same cluster shape: a distributed ``LocalCluster`` of
-``workers`` processes × ``threads`` (the result persisted in the workers,
-then released), and the threaded scheduler with ``workers × threads``
-threads in this process. Throughput counts the whole call, graph
+Two schedulers: a distributed ``LocalCluster`` of ``workers`` processes ×
+``threads`` per shape (:mod:`.shapes`; the result persisted in the
+workers, then released), and the threaded scheduler with ``workers ×
+threads`` threads in this process. Throughput counts the whole call, graph
 construction included. CPU seconds are the user+system time of the worker
 processes (of this process, threaded) over the read. Stage times come from
 the hwdecomp engine's :class:`~dask_hwdecomp.ReadReport`, gathered in this
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import dask.dataframe as dd
@@ -23,21 +22,11 @@ import psutil
 
 from ..report import ReadReport, collect_reports
 from .data import Dataset
+from .shapes import ClusterShape
 from .stats import summarize
 from .variants import Variant
 
 __all__ = ["ClusterShape", "Scheduler", "local_cluster", "threaded", "measure_read", "measure_dataset", "decode_summary"]
-
-
-@dataclass(frozen=True)
-class ClusterShape:
-    """Workers × threads per worker."""
-
-    workers: int
-    threads: int
-
-    def __str__(self) -> str:
-        return f"{self.workers}x{self.threads}"
 
 
 def _process_cpu_seconds() -> float:
@@ -277,12 +266,21 @@ def _mean_gpu(runs: list) -> dict | None:
             "calls_per_read": calls / len(runs), "pages_per_call": pages / calls if calls else None}
 
 
-def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repeats: int, warmup: bool = True, tick=None) -> dict:
+def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repeats: int, warmup: bool = True,
+                    tick=None) -> dict:
     """Every usable variant on every codec of ``dataset``, ``repeats`` times.
 
     Runs are interleaved (repeat, codec, variant) so that drift of the
     machine spreads over all variants alike. A variant that applies to some
-    codecs only (the ceiling) has figures for those only.
+    codecs only (the ceiling) has figures for those only. With ``warmup``,
+    every (variant, codec) pair is read once, untimed, before the first
+    timed read, so that no timed read pays for a first use: numba compiles
+    (or loads from its cache) the kernels in each worker process, a GPU
+    backend loads a codec's kernels on its first call of that codec, the
+    GPU service warms its decoder up when a client that decodes on the GPU
+    first attaches. A warm-up of each variant on one codec left the other
+    codecs' first uses in their first timed read. A pair whose warm-up
+    read fails is not timed (its error is reported).
 
     Returns
     -------
@@ -295,20 +293,22 @@ def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repe
     raw: dict = {v: {c: [] for c in dataset.dirs} for v in usable}
     errors: dict = {}
     if warmup:
-        for name, variant in usable.items():
-            first = next((p for c, p in dataset.dirs.items() if variant.applies_to(c)), None)
-            if first is None:
-                continue
-            try:
-                measure_read(scheduler, variant, first)
-            except Exception as exc:  # reported per variant, the run goes on
-                errors[(name, None)] = f"{type(exc).__name__}: {exc}"
+        for codec, path in dataset.dirs.items():
+            for name, variant in usable.items():
+                if not variant.applies_to(codec):
+                    continue
+                try:
+                    measure_read(scheduler, variant, path)
+                except Exception as exc:  # reported per pair, the run goes on
+                    errors[(name, codec)] = f"{type(exc).__name__}: {exc}"
+                if tick:
+                    tick()
     for _ in range(repeats):
         for codec, path in dataset.dirs.items():
             for name, variant in usable.items():
                 if not variant.applies_to(codec):
                     continue
-                if (name, codec) in errors or (name, None) in errors:
+                if (name, codec) in errors:
                     continue
                 try:
                     raw[name][codec].append(measure_read(scheduler, variant, path))
@@ -326,7 +326,7 @@ def measure_dataset(scheduler: Scheduler, variants: dict, dataset: Dataset, repe
             if name not in usable:
                 out[name][codec] = {"error": f"unavailable: {variants[name].unavailable}"}
                 continue
-            err = errors.get((name, codec)) or errors.get((name, None))
+            err = errors.get((name, codec))
             runs = raw[name][codec]
             if err or not runs:
                 out[name][codec] = {"error": err or "no run"}

@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .e2eruns import E2eRun, e2e_runs  # noqa: E402
+from .scale import small_reads  # noqa: E402
 from .variants import BASELINE, CEILING  # noqa: E402
 
 __all__ = ["plot_all", "stage_rows", "stage_figure", "variant_colours"]
@@ -84,34 +86,34 @@ def _bars(ax, per_variant: dict, key: str, codecs: list[str], title: str, ylabel
         ax.legend(fontsize=7, **({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if legend_outside else {}))
 
 
-def _grid(endtoend: dict, key: str, ylabel: str, unit: str, path: Path, schedulers=None) -> Path | None:
-    cells = [
-        (ds, sched, per_variant)
-        for ds, per_sched in endtoend.items()
-        for sched, per_variant in per_sched.items()
-        if schedulers is None or sched in schedulers
-    ]
-    if not cells:
+def _grid(runs: list[E2eRun], key: str, ylabel: str, unit: str, path: Path, small=()) -> Path | None:
+    """One panel per end-to-end run (dataset, scheduler, shape), titled with all three; ``small``: small-read datasets."""
+    if not runs:
         return None
-    fig, axes = plt.subplots(len(cells), 1, figsize=(11, 3.2 * len(cells)), squeeze=False)
-    for ax, (ds, sched, per_variant) in zip(axes[:, 0], cells):
+    fig, axes = plt.subplots(len(runs), 1, figsize=(11, 3.2 * len(runs)), squeeze=False)
+    for ax, run in zip(axes[:, 0], runs):
+        per_variant = run.figures
         codecs = list(per_variant.get(BASELINE) or next(iter(per_variant.values())))
-        _bars(ax, per_variant, key, codecs, f"{ds} — {sched}", ylabel, bound_line=True, unit=unit, legend_outside=True)
+        title = f"{run.dataset} — {run.where}" + (" (SMALL READ: not for decisions)" if run.dataset in small else "")
+        _bars(ax, per_variant, key, codecs, title, ylabel, bound_line=True, unit=unit, legend_outside=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def stage_rows(endtoend: dict, arrow_bytes: dict) -> list[tuple[str, dict]]:
-    """``(label, {stage: seconds per GB})`` of every threaded hwdecomp read with a report."""
+def stage_rows(runs: list[E2eRun], arrow_bytes: dict) -> list[tuple[str, dict]]:
+    """``(label, {stage: seconds per GB})`` of every threaded hwdecomp read with a report, of ``runs``."""
     rows = []
-    for ds, per_sched in endtoend.items():
-        for name, per_codec in per_sched.get("threads", {}).items():
+    threaded = [r for r in runs if r.scheduler == "threads"]
+    several = len({r.shape for r in threaded}) > 1
+    for run in threaded:
+        ds = f"{run.dataset} {run.shape}" if several else run.dataset
+        for name, per_codec in run.figures.items():
             for codec, fig in per_codec.items():
                 rep = fig.get("report") if isinstance(fig, dict) else None
                 if rep:
-                    gb = arrow_bytes[ds] / 1e9
+                    gb = arrow_bytes[run.dataset] / 1e9
                     rows.append((f"{ds} · {name.replace('hwdecomp-', '')} · {codec}", {k: v / gb for k, v in rep["stages_s"].items()}))
     return rows
 
@@ -137,8 +139,8 @@ def stage_figure(rows: list[tuple[str, dict]]):
     return fig
 
 
-def _stages(endtoend: dict, arrow_bytes: dict, path: Path) -> Path | None:
-    rows = stage_rows(endtoend, arrow_bytes)
+def _stages(runs: list[E2eRun], arrow_bytes: dict, path: Path) -> Path | None:
+    rows = stage_rows(runs, arrow_bytes)
     if not rows:
         return None
     fig = stage_figure(rows)
@@ -199,11 +201,12 @@ def _sweep(dec: dict, path: Path) -> Path | None:
 def plot_all(results: dict, out_dir) -> dict:
     """Write every plot the results allow; ``{name: file name}``."""
     out_dir = Path(out_dir)
-    e2e = results.get("endtoend", {})
+    e2e = e2e_runs(results)
+    small = small_reads(results)
     arrow_bytes = {k: v["arrow_bytes"] for k, v in results.get("datasets", {}).items()}
     made = {
-        "throughput": _grid(e2e, "arrow_gbps", "GB/s of Arrow data", "GB/s", out_dir / "throughput.png"),
-        "cpu": _grid(e2e, "cpu_s_per_gb", "CPU s per GB of Arrow data", "CPU s/GB", out_dir / "cpu_seconds.png"),
+        "throughput": _grid(e2e, "arrow_gbps", "GB/s of Arrow data", "GB/s", out_dir / "throughput.png", small),
+        "cpu": _grid(e2e, "cpu_s_per_gb", "CPU s per GB of Arrow data", "CPU s/GB", out_dir / "cpu_seconds.png", small),
         "stages": _stages(e2e, arrow_bytes, out_dir / "stages.png"),
         "decompression": _decompress(results.get("decompression", {}), results.get("copy_bandwidth"), out_dir / "decompression.png"),
         "sweep": _sweep(results.get("decompression", {}), out_dir / "batch_sweep.png"),

@@ -4,7 +4,9 @@ The parts, each selectable:
 
 ``e2e``
     ``dd.read_parquet`` with every engine variant, on each scheduler: GB/s,
-    worker CPU seconds per GB, stage times.
+    worker CPU seconds per GB, stage times. The distributed scheduler runs
+    once per cluster shape (one LocalCluster each, the variants interleaved
+    within it); the threaded scheduler once per total of threads.
 ``decompress``
     Decompression alone per backend, host to host, at the default options,
     on pages of 1 MiB and of 64 KiB.
@@ -22,8 +24,9 @@ The parts, each selectable:
     and of input, file by file and all files merged into one batch.
     Skipped, with the reason, without a CUDA device.
 
-Results are written after every part, so a run cut short keeps what it
-measured. The generated datasets are removed at the end unless
+Results (``results.json``, ``report.md``) are written after every part,
+so a run cut short keeps what it measured; the plots are drawn at the end
+(``hwdecomp bench --rerender`` draws them for a run cut short). The generated datasets are removed at the end unless
 ``keep_data`` is set.
 """
 
@@ -38,17 +41,15 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .data import CODECS, from_user, generate
+from .data import CODECS, from_user, generate, writer_pool
+from .scale import SMALL_READ_BYTES, SMALL_READ_NOTE, is_small
+from .shapes import default_shapes, parse_shapes, threaded_shapes
 from .system import format_system, system_info
 
 __all__ = ["BenchConfig", "run_bench", "rerender", "remove_generated", "PARTS", "SCHEDULERS"]
 
 PARTS = ("e2e", "decompress", "copy", "sweep", "checksums", "gpudecode")
 SCHEDULERS = ("distributed", "threads")
-
-
-def _default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass
@@ -64,6 +65,7 @@ class BenchConfig:
         made with the same settings and kept (``keep_data``).
     size_bytes : int
         Arrow bytes of each generated dataset (each codec holds all of it).
+        Under 1 GB the figures are small-read results (:mod:`.scale`).
     datasets : tuple of str
         Generated tables: ``"lineitem"``, ``"entropy"``.
     user_dataset : path, optional
@@ -72,15 +74,19 @@ class BenchConfig:
     codecs : tuple of str
         Codecs of the generated datasets (uncompressed is always written).
     files : int
-        Files per codec directory.
+        Files per codec directory (a partition each): 32 by default, about
+        100 MB each at the default size.
     repeats : int
         Timed repeats of every figure.
     parts : tuple of str
         Which of :data:`PARTS` to run.
     schedulers : tuple of str
         Which of :data:`SCHEDULERS` the end-to-end part uses.
-    workers, threads : int
-        Cluster shape: worker processes × threads per worker.
+    shapes : sequence
+        Cluster shapes, worker processes × threads per worker
+        (:class:`~.shapes.ClusterShape`, ``"4x4"`` or ``(4, 4)``); one
+        LocalCluster each. Default: :func:`~.shapes.default_shapes`
+        (``4x(C/4), Cx1, 1xC`` on C cores).
     backends : tuple of str
         hwdecomp backends to compare (``"auto"`` and registry names).
     decodes : tuple of str
@@ -107,12 +113,11 @@ class BenchConfig:
     datasets: tuple = ("lineitem", "entropy")
     user_dataset: Path | None = None
     codecs: tuple = tuple(CODECS)
-    files: int = 16
+    files: int = 32
     repeats: int = 3
     parts: tuple = PARTS
     schedulers: tuple = SCHEDULERS
-    workers: int = field(default_factory=_default_workers)
-    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 1) // _default_workers()))
+    shapes: tuple = field(default_factory=default_shapes)
     backends: tuple = ("auto", "cpu", "nvcomp", "hardware")
     decodes: tuple = ("auto", "cpu")
     decompress_bytes: int = 1 << 30
@@ -134,7 +139,8 @@ class BenchConfig:
         unknown = set(self.decodes) - set(DECODES)
         if unknown or not self.decodes:
             raise ValueError(f"unknown or no decode(s) {sorted(unknown)}; choose from {DECODES}")
-        for name in ("size_bytes", "files", "repeats", "workers", "threads", "decompress_bytes"):
+        self.shapes = parse_shapes(self.shapes)
+        for name in ("size_bytes", "files", "repeats", "decompress_bytes"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         self.out_dir = Path(self.out_dir)
@@ -145,51 +151,62 @@ def _bar(cfg: BenchConfig, total: int, desc: str):
     return tqdm(total=total, desc=desc, disable=not cfg.progress, leave=False, dynamic_ncols=True)
 
 
-def _save(cfg: BenchConfig, results: dict) -> dict:
+def _save(cfg: BenchConfig, results: dict, plots: bool = False) -> dict:
+    """Write ``results.json`` and ``report.md``; the plots too when ``plots``.
+
+    The plots are drawn once, at the end: drawing them after every part
+    took most of a tiny run's time and seconds of a lease's at scale.
+    """
     from .markdown import render_report
-    from .plots import plot_all
     from .targets import check_targets
 
     checks = check_targets(results)
     results["targets"] = checks
-    plots = plot_all(results, cfg.out_dir)
-    results["plots"] = plots
+    if plots:
+        from .plots import plot_all
+
+        results["plots"] = plot_all(results, cfg.out_dir)
     (cfg.out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    (cfg.out_dir / "report.md").write_text(render_report(results, checks, plots))
+    (cfg.out_dir / "report.md").write_text(render_report(results, checks, results.get("plots", {})))
     return results
 
 
 def _datasets(cfg: BenchConfig) -> dict:
     out = {}
-    with _bar(cfg, cfg.files * len(cfg.datasets), "writing datasets") as bar:
+    processes = min(os.cpu_count() or 1, cfg.files)
+    with _bar(cfg, cfg.files * len(cfg.datasets), "writing datasets") as bar, writer_pool(processes) as pool:
         for kind in cfg.datasets:
-            out[kind] = generate(cfg.data_dir, kind, cfg.size_bytes, cfg.files, cfg.codecs, progress=bar.update)
+            out[kind] = generate(cfg.data_dir, kind, cfg.size_bytes, cfg.files, cfg.codecs, progress=bar.update,
+                                 pool=pool)
     if cfg.user_dataset:
         out["user"] = from_user(cfg.user_dataset, cfg.data_dir)
     return out
 
 
 def _e2e(cfg: BenchConfig, datasets: dict, results: dict) -> None:
-    from .endtoend import ClusterShape, local_cluster, measure_dataset, threaded
+    from .endtoend import local_cluster, measure_dataset, threaded
     from .variants import CEILING, ceiling_variant, engine_variants
 
     variants = {**engine_variants(cfg.backends, decodes=cfg.decodes), CEILING: ceiling_variant()}
     results["variants"] = {k: {"backend": v.backend, "decode": v.decode, "unavailable": v.unavailable,
                                "codecs": v.codecs} for k, v in variants.items()}
-    shape = ClusterShape(cfg.workers, cfg.threads)
     usable = [v for v in variants.values() if v.unavailable is None]
+    results["warmup"] = "an untimed read of every variant on every codec, on each scheduler and shape"
     e2e = results.setdefault("endtoend", {})
     for sched in cfg.schedulers:
-        opener = local_cluster if sched == "distributed" else threaded
-        with opener(shape) as scheduler:
-            for name, ds in datasets.items():
-                total = cfg.repeats * sum(v.applies_to(c) for c in ds.dirs for v in usable)
-                with _bar(cfg, total, f"{sched}: {name}") as bar:
-                    e2e.setdefault(name, {})[sched] = measure_dataset(
-                        scheduler, variants, ds, cfg.repeats, tick=bar.update
-                    )
-                results.setdefault("ceiling", {})[name] = _ceiling_plan(ds)
-                _save(cfg, results)
+        # Threaded runs of equal totals of threads are the same run: once each.
+        shapes, opener = (cfg.shapes, local_cluster) if sched == "distributed" else (threaded_shapes(cfg.shapes), threaded)
+        for shape in shapes:
+            with opener(shape) as scheduler:
+                for name, ds in datasets.items():
+                    # the warm-up read of every pair, then the timed repeats
+                    total = (cfg.repeats + 1) * sum(v.applies_to(c) for c in ds.dirs for v in usable)
+                    with _bar(cfg, total, f"{sched} {shape}: {name}") as bar:
+                        e2e.setdefault(name, {}).setdefault(sched, {})[str(shape)] = measure_dataset(
+                            scheduler, variants, ds, cfg.repeats, tick=bar.update
+                        )
+                    results.setdefault("ceiling", {})[name] = _ceiling_plan(ds)
+                    _save(cfg, results)
 
 
 def _ceiling_plan(ds) -> dict:
@@ -291,7 +308,7 @@ def rerender(out_dir) -> dict:
     """
     out_dir = Path(out_dir)
     results = json.loads((out_dir / "results.json").read_text())
-    return _save(BenchConfig(out_dir=out_dir, progress=False), results)
+    return _save(BenchConfig(out_dir=out_dir, progress=False), results, plots=True)
 
 
 def run_bench(cfg: BenchConfig) -> dict:
@@ -333,6 +350,7 @@ def _run(cfg: BenchConfig) -> dict:
     if cfg.progress:
         print(format_system(info), flush=True)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
+    config["shapes"] = [str(s) for s in cfg.shapes]  # e2eruns reads the figures' layout from this key
     results: dict = {
         "started": _dt.datetime.now().isoformat(timespec="seconds"),
         "system": info,
@@ -340,7 +358,12 @@ def _run(cfg: BenchConfig) -> dict:
         "skipped": {},
     }
     datasets = _datasets(cfg)
-    results["datasets"] = {k: d.to_dict() for k, d in datasets.items()}
+    results["datasets"] = {k: {**d.to_dict(), "small_read": is_small(d.arrow_bytes)} for k, d in datasets.items()}
+    small = [k for k, d in datasets.items() if is_small(d.arrow_bytes)]
+    results["small_read"] = {"datasets": small, "threshold_bytes": SMALL_READ_BYTES,
+                             "note": SMALL_READ_NOTE if small else None}
+    if small and cfg.progress:
+        print(f"{SMALL_READ_NOTE} ({', '.join(small)})", flush=True)
     _save(cfg, results)
     # End to end first: the parts below open GPU backends in this process,
     # whose CUDA context would then count among the GPU's processes while
@@ -362,4 +385,4 @@ def _run(cfg: BenchConfig) -> dict:
     from ..decompress import registry
 
     registry.close_all()
-    return _save(cfg, results)
+    return _save(cfg, results, plots=True)

@@ -1,8 +1,8 @@
 """The benchmark's targets, checked against one run's figures.
 
-The targets, in this order (end to end on the distributed scheduler, a
-LocalCluster of the run's shape; the threaded scheduler's figures are
-reported, not checked):
+The targets, in this order (end to end on the distributed scheduler, for
+each LocalCluster shape of the run, the 16×1 and 4×4 ones for their shape
+only; the threaded scheduler's figures are reported, not checked):
 
 =====================================================================  ==========
 measure                                                                target
@@ -37,14 +37,20 @@ it on a compressed codec means decompression costs the read nothing.
 
 Each check names exactly one measured figure (``what``), its target, the
 figure (``measured``, and ``value``), whether it is met (None: not measured,
-or not measurable on this machine), by how much it is missed and what the
-run's own figures say limits it (``limit``).
+not measurable on this machine, or not judged on a small read), by how much
+it is missed and what the run's own figures say limits it (``limit``). An
+end-to-end check also records its ``dataset`` and cluster ``shape``; one
+on a dataset under 1 GB of Arrow data (:mod:`.scale`) is not judged
+(``small_read``: its figure is kept, its verdict is None).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .e2eruns import e2e_runs, figures_of, shapes_of
+from .scale import SMALL_READ_BYTES, small_reads
+from .shapes import parse_shape
 from .stats import ratio
 from .variants import BASELINE, CEILING, DECODE_CPU, DEFAULT
 
@@ -157,25 +163,52 @@ def _gpu_text(fig: dict | None, codec: str) -> str | None:
             f"GPU services: {gpu['services']}, processes with a CUDA context: {procs}")
 
 
-def _threaded_report(results: dict, dataset: str, variant: str, codec: str) -> dict | None:
-    fig = results["endtoend"][dataset].get("threads", {}).get(variant, {}).get(codec)
+def _threaded_report(run: _Run, variant: str, codec: str) -> dict | None:
+    """The threaded run's mean report of ``variant`` on ``codec``: the run with as many threads as ``run``'s shape."""
+    threaded = e2e_runs(run.results, run.dataset, "threads")
+    same = [r for r in threaded if _total_threads(r.shape) == _total_threads(run.shape)]
+    chosen = next(iter(same or threaded), None)
+    fig = chosen.figures.get(variant, {}).get(codec) if chosen is not None else None
     return fig.get("report") if isinstance(fig, dict) else None
 
 
-class _Run:
-    """The figures of one dataset on the distributed scheduler, and how to name them."""
+def _total_threads(shape: str) -> int | None:
+    try:
+        return parse_shape(shape).total_threads
+    except ValueError:
+        return None
 
-    def __init__(self, results: dict, dataset: str):
+
+def _clusters(shapes: list[str]) -> str:
+    """``cluster 4x4`` or ``clusters 4x4, 16x1``: the shapes a run measured, for a reason."""
+    return f"cluster{'s' if len(shapes) > 1 else ''} {', '.join(shapes) or 'shape not recorded'}"
+
+
+class _Run:
+    """The figures of one dataset on the distributed scheduler at one cluster shape, and how to name them."""
+
+    def __init__(self, results: dict, dataset: str, shape: str):
         self.results = results
         self.dataset = dataset
-        per_sched = results["endtoend"][dataset]
-        self.per_variant = per_sched.get(_SCHED, {})
-        any_sched: dict = self.per_variant or next(iter(per_sched.values()), {})
+        self.shape = shape
+        self.per_variant = figures_of(results, dataset, _SCHED, shape) or {}
+        measured = e2e_runs(results, dataset)
+        any_sched: dict = self.per_variant or (measured[0].figures if measured else {})
         self.codecs = list(any_sched.get(BASELINE, {})) or list(next(iter(any_sched.values()), {}))
-        cfg = results.get("config", {})
-        self.shape = (cfg.get("workers"), cfg.get("threads"))
-        self.where = f"{_DATASET_NAMES.get(dataset, dataset)}, LocalCluster {self.shape[0]}x{self.shape[1]}"
-        self.not_run = None if self.per_variant else "the distributed scheduler was not run (the targets are for a LocalCluster)"
+        self.where = f"{_DATASET_NAMES.get(dataset, dataset)}, LocalCluster {shape}"
+        if self.per_variant:
+            self.not_run = None
+        elif any(r.scheduler == _SCHED for r in measured):
+            self.not_run = f"the run has no LocalCluster {shape} read of {dataset}"
+        else:
+            self.not_run = "the distributed scheduler was not run (the targets are for a LocalCluster)"
+
+    def tag(self, checks: list[dict]) -> list[dict]:
+        """``checks`` with this run's dataset and shape recorded in each (results.json names every figure's shape)."""
+        for check in checks:
+            check.setdefault("dataset", self.dataset)
+            check.setdefault("shape", self.shape)
+        return checks
 
     def fig(self, variant: str, codec: str) -> dict | None:
         return self.per_variant.get(variant, {}).get(codec)
@@ -221,7 +254,7 @@ def _vs_uncompressed_checks(run: _Run) -> list[dict]:
                 why.append(f"{_default_read(run)} on the uncompressed files reaches {own:.2f} of pyarrow ("
                            + ("fixed cost of fetch, scan and image" if own < UNCOMPRESSED_TARGET else "no fixed-cost penalty")
                            + ")")
-            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, _default_read(run), codec))) if t]
+            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run, _default_read(run), codec))) if t]
             check["limit"] = "; ".join(why)
         checks.append(check)
     return checks
@@ -236,7 +269,7 @@ def _uncompressed_check(run: _Run) -> list[dict]:
                    "uncompressed files", f">= {UNCOMPRESSED_TARGET:.2f}")
     r = ratio(_figure(fig, "arrow_gbps"), _figure(base, "arrow_gbps"))
     if _judge(check, r, UNCOMPRESSED_TARGET, True, run.missing(fig, base)):
-        stages = _stage_text(_threaded_report(run.results, run.dataset, _default_read(run), "uncompressed"))
+        stages = _stage_text(_threaded_report(run, _default_read(run), "uncompressed"))
         check["limit"] += "; no page is decompressed here, so all of the gap is hwdecomp's own fetch, scan and image cost"
         if stages:
             check["limit"] += "; " + stages
@@ -252,7 +285,7 @@ def _cpu_backend_checks(run: _Run) -> list[dict]:
                        "files", f">= {CPU_BACKEND_TARGET:.2f}")
         r = ratio(_figure(fig, "arrow_gbps"), _figure(base, "arrow_gbps"))
         if _judge(check, r, CPU_BACKEND_TARGET, True, run.missing(fig, base)):
-            stages = _stage_text(_threaded_report(run.results, run.dataset, _CPU_VARIANT, codec))
+            stages = _stage_text(_threaded_report(run, _CPU_VARIANT, codec))
             if stages:
                 check["limit"] += "; " + stages
         checks.append(check)
@@ -275,7 +308,7 @@ def _cpu_seconds_checks(run: _Run) -> list[dict]:
             if same is not None and codec != "uncompressed":
                 why.append(f"pyarrow spends {same['median']:.2f} s/GB on {codec} and {unc['median']:.2f} on the "
                            f"uncompressed copy, {_default_read(run)} {mine['median']:.2f}")
-            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run.results, run.dataset, _default_read(run), codec))) if t]
+            why += [t for t in (_gpu_text(fig, codec), _stage_text(_threaded_report(run, _default_read(run), codec))) if t]
             check["limit"] = "; ".join(why)
         checks.append(check)
     return checks
@@ -283,18 +316,22 @@ def _cpu_seconds_checks(run: _Run) -> list[dict]:
 
 def _service_checks(results: dict) -> list[dict]:
     """On the 16×1 lineitem read: one CUDA context, and full batched calls."""
-    cfg = results.get("config", {})
-    shape = (cfg.get("workers"), cfg.get("threads"))
+    shapes = shapes_of(results, _SCHED)
     label = f"{SERVICE_SHAPE[0]}x{SERVICE_SHAPE[1]}"
-    run = _Run(results, SERVICE_DATASET) if SERVICE_DATASET in results.get("endtoend", {}) else None
+    measured = label in shapes
+    # Without a 16x1 cluster, another shape's run names the variant and the codecs of the unmeasured lines.
+    shape = label if measured or not shapes else shapes[0]
+    run = _Run(results, SERVICE_DATASET, shape) if SERVICE_DATASET in results.get("endtoend", {}) else None
     name = _default_read(run) if run is not None else DEFAULT
     contexts = _check("contexts", f"{SERVICE_DATASET}, LocalCluster {label}, {name}: processes with a CUDA "
                       "context on the GPUs (most during any read)", f"= {CONTEXTS_TARGET}")
     codecs = run.compressed() if run else []
     per_call = [_check("pages-per-call", f"{SERVICE_DATASET}, LocalCluster {label}, {codec}: mean pages per "
                        f"batched GPU call, {name}", f">= {PAGES_PER_CALL_TARGET}") for codec in codecs]
-    if tuple(shape) != SERVICE_SHAPE or run is None or run.not_run:
-        why = (f"not measured (cluster {shape[0]}x{shape[1]})" if tuple(shape) != SERVICE_SHAPE
+    for check in [contexts, *per_call]:
+        check.update(dataset=SERVICE_DATASET, shape=label)
+    if not measured or run is None or run.not_run:
+        why = (f"not measured ({_clusters(shapes)})" if not measured
                else f"not measured: {run.not_run if run else 'the run has no ' + SERVICE_DATASET + ' read'}")
         for check in [contexts, *per_call]:
             check.update(measured=None, met=None, limit=why)
@@ -454,7 +491,7 @@ def _gpu_decode_limit(run: _Run, codec: str, check: dict) -> None:
     cpu = ratio(_figure(run.fig(DECODE_CPU, codec), "arrow_gbps"), _figure(run.fig(BASELINE, codec), "arrow_gbps"))
     if cpu is not None:
         why.append(f"{DECODE_CPU} (pyarrow decodes) reaches {cpu:.2f}x")
-    report = _threaded_report(run.results, run.dataset, DEFAULT, codec)
+    report = _threaded_report(run, DEFAULT, codec)
     why += [t for t in (_decoded_text(report), _decode_stages_text(report), _gpu_text(run.fig(DEFAULT, codec), codec)) if t]
     if report is None:
         why.append("no stage profile (the threaded scheduler was not run)")
@@ -469,21 +506,20 @@ def _gpu_decode_checks(results: dict) -> list[dict]:
     check = _check("gpu-decode", f"GPU decoding: {GPU_DECODE_DATASET}, LocalCluster {label}, {GPU_DECODE_CODEC}: "
                    f"throughput, hwdecomp-auto (decode on the GPU) ÷ pyarrow on {GPU_DECODE_CODEC}",
                    f">= {GPU_DECODE_SPEEDUP:.2f}")
+    check.update(dataset=GPU_DECODE_DATASET, shape=label)
     checks.append(check)
-    cfg = results.get("config", {})
-    shape = (cfg.get("workers"), cfg.get("threads"))
+    shapes = shapes_of(results, _SCHED)
     if GPU_DECODE_DATASET not in e2e:
         check.update(measured=None, met=None, limit=f"not measured: the run has no {GPU_DECODE_DATASET} read")
-    elif tuple(shape) != GPU_DECODE_SHAPE:
-        check.update(measured=None, met=None, limit=f"not measured (cluster {shape[0]}x{shape[1]})")
+    elif label not in shapes:
+        check.update(measured=None, met=None, limit=f"not measured ({_clusters(shapes)})")
     else:
-        run = _Run(results, GPU_DECODE_DATASET)
+        run = _Run(results, GPU_DECODE_DATASET, label)
         fig, base = run.fig(DEFAULT, GPU_DECODE_CODEC), run.fig(BASELINE, GPU_DECODE_CODEC)
         r = ratio(_figure(fig, "arrow_gbps"), _figure(base, "arrow_gbps"))
         if _judge(check, r, GPU_DECODE_SPEEDUP, True, run.missing(fig, base)):
             _gpu_decode_limit(run, GPU_DECODE_CODEC, check)
-    if "entropy" in e2e:
-        run = _Run(results, "entropy")
+    for run in (_Run(results, "entropy", shape) for shape in shapes if "entropy" in e2e):
         for codec in run.codecs:
             fig, base = run.fig(DEFAULT, codec), run.fig(BASELINE, codec)
             check = _check("gpu-decode-entropy", f"GPU decoding: {run.where}, {codec}: throughput, hwdecomp-auto ÷ "
@@ -491,7 +527,7 @@ def _gpu_decode_checks(results: dict) -> list[dict]:
             r = ratio(_figure(fig, "arrow_gbps"), _figure(base, "arrow_gbps"))
             if _judge(check, r, ENTROPY_SPEEDUP, True, run.missing(fig, base)):
                 _gpu_decode_limit(run, codec, check)
-            checks.append(check)
+            checks += run.tag([check])
     return checks
 
 
@@ -510,7 +546,7 @@ def _gpu_cpu_seconds_checks(run: _Run) -> list[dict]:
                 other = _figure(run.fig(name, "uncompressed" if name == CEILING else codec), "cpu_s_per_gb")
                 if other is not None:
                     why.append(f"{what}: {other['median']:.2f} s/GB")
-            report = _threaded_report(run.results, run.dataset, DEFAULT, codec)
+            report = _threaded_report(run, DEFAULT, codec)
             why += [t for t in (_decoded_text(report), _decode_stages_text(report)) if t]
             check["limit"] = "; ".join(why)
         checks.append(check)
@@ -520,7 +556,8 @@ def _gpu_cpu_seconds_checks(run: _Run) -> list[dict]:
 def _kernel_check(results: dict) -> list[dict]:
     """The GPU decode kernels alone on the lineitem files: GB/s of Arrow output."""
     check = _check("gpu-kernels", f"GPU decode kernels alone, {GPU_DECODE_DATASET}, uncompressed files on the device: "
-                   "GB/s of Arrow output (measure + place + write)", f">= {KERNEL_GBPS_TARGET:g} GB/s")
+                   "GB/s of Arrow output (measure + place + write)", f">= {KERNEL_GBPS_TARGET:g} GB/s",
+                   dataset=GPU_DECODE_DATASET)
     part = results.get("gpudecode")
     fig = (part or {}).get(GPU_DECODE_DATASET)
     if part is None:
@@ -563,21 +600,43 @@ def _ceiling_rows(run: _Run) -> list[dict]:
 
 
 def check_targets(results: dict) -> list[dict]:
-    """Every target check of ``results``, in the order of the module's table, then the reference rows."""
-    runs = [_Run(results, ds) for ds in results.get("endtoend", {})]
+    """Every target check of ``results``, in the order of the module's table, then the reference rows.
+
+    The end-to-end checks are made for every cluster shape of the run, in
+    its order, each dataset within a shape; the shape-bound ones (16x1,
+    4x4) for theirs. On a small-read dataset (:mod:`.scale`) no check is
+    judged: each keeps its figure, ``met`` is None and ``limit`` says why.
+    """
+    runs = [_Run(results, ds, shape) for shape in shapes_of(results, _SCHED) for ds in results.get("endtoend", {})]
     checks: list[dict] = []
     for part in (_vs_uncompressed_checks, _uncompressed_check, _cpu_backend_checks, _cpu_seconds_checks):
         for run in runs:
-            checks += part(run)
+            checks += run.tag(part(run))
     if runs:
         checks += _service_checks(results)
     checks += _decompress_checks(results)
     if runs:
         checks += _gpu_decode_checks(results)
         for run in runs:
-            checks += _gpu_cpu_seconds_checks(run)
+            checks += run.tag(_gpu_cpu_seconds_checks(run))
     checks += _kernel_check(results)
     for run in runs:
         if CEILING in run.per_variant:
-            checks += _ceiling_rows(run)
+            checks += run.tag(_ceiling_rows(run))
+    return _not_judged_on_small_reads(checks, small_reads(results))
+
+
+def _not_judged_on_small_reads(checks: list[dict], small: dict[str, int]) -> list[dict]:
+    """Mark the checks of small-read datasets as not judged, figure kept, with the reason."""
+    for check in checks:
+        nbytes = small.get(check.get("dataset", ""))
+        if nbytes is None:
+            continue
+        why = (f"small read ({nbytes / 1e9:.3g} GB of Arrow data, under {SMALL_READ_BYTES / 1e9:g} GB): figures this "
+               "small are dominated by per-task costs")
+        check["small_read"] = True
+        if check.get("reference"):
+            check["limit"] = f"{why}; " + check.get("limit", "")
+        elif check.get("met") is not None:
+            check.update(met=None, limit=f"not judged at this size: {why}")
     return checks
