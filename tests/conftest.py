@@ -49,13 +49,15 @@ if _TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
 
 @pytest.fixture(scope="session")
 def corpus():
-    """The parquet-testing copy (``$HWDECOMP_CORPUS`` overrides the location)."""
+    """The parquet-testing copy (``$HWDECOMP_CORPUS`` overrides the location).
+
+    The repository ships it, so a missing one fails: a skip would turn a
+    broken checkout or a wrong override into a green run.
+    """
     root = corpus_root()
     if not (root / "data").is_dir():
-        pytest.skip(
-            f"parquet-testing corpus not found at {root} "
-            "(set HWDECOMP_CORPUS or check out ../shared/corpus)"
-        )
+        pytest.fail(f"parquet-testing corpus not found at {root} (it ships in tests/data/parquet-testing; "
+                    "HWDECOMP_CORPUS, when set, must name a copy)", pytrace=False)
     return root
 
 
