@@ -26,9 +26,9 @@ from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
-from dask_hwdecomp.service import wire
+from dask_hwdecomp.service import rundir, wire
 from dask_hwdecomp.service.client import ServiceBackend
-from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for, service_dir
+from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for
 from dask_hwdecomp.service.server import Service, bind
 
 from helpers import assert_tables_equal
@@ -247,13 +247,13 @@ def test_service_directory_open_to_others_is_refused(tmp_path):
     open_dir.mkdir(mode=0o755)
     open_dir.chmod(0o755)
     with pytest.raises(ServiceUnreachable, match="mode 755"):
-        service_dir(str(open_dir))
-    made = service_dir(str(tmp_path / "made"))
+        rundir.service_dir(str(open_dir))
+    made = rundir.service_dir(str(tmp_path / "made"))
     assert made.stat().st_mode & 0o777 == 0o700
     link = tmp_path / "link"
     link.symlink_to(made)
     with pytest.raises(ServiceUnreachable, match="not a directory"):
-        service_dir(str(link))
+        rundir.service_dir(str(link))
     assert Path(made).is_dir()
 
 
