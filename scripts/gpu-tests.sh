@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU suite, as run on the lent GPU machine (see tests/gpu/).
 # Wheels: cramjam==2.14.0, fsspec, pytest-timeout and hypothesis as wheels in
-# .whl/ (the GPU machine has no network); corpus: apache/parquet-testing in
-# .devcarry/parquet-testing. Both are carried with the tree.
+# .whl/ (the GPU machine has no network), carried with the tree; the corpus
+# (apache/parquet-testing) ships in tests/data/parquet-testing.
 # Every step has a time limit so that a short device lease still brings back
 # the logs of the steps before it; QUICK=1 leaves out the CPU suite and runs a
 # small selfcheck.
@@ -11,7 +11,7 @@ set -o pipefail
 if compgen -G ".whl/*.whl" > /dev/null; then  # else: the environment's own packages
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HWDECOMP_CORPUS=$PWD/.devcarry/parquet-testing
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # Without the gpu extra every GPU test skips and the run would look green.
 if ! why=$(python3 -c 'import sys; from dask_hwdecomp.decompress import nvcomp; r = nvcomp.probe(); print(r or ""); sys.exit(1 if r else 0)' 2>&1); then

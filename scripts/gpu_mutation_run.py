@@ -6,7 +6,7 @@ Usage (on the GPU machine, from the repository root, tests/ importable)::
 
 Seeds: files written here with every GPU codec (page v1 and v2, dictionary
 on and off, gzip pages of several members, checksummed Zstd frames) and the
-corpus files (``HWDECOMP_CORPUS``) with a GPU codec. Each case is a seed
+corpus files (``tests/data/parquet-testing``, or ``$HWDECOMP_CORPUS``) with a GPU codec. Each case is a seed
 turned into a broken variant by one of ``tests/fuzzing.py``'s mutators and
 read by a guarded child (``tests/fuzz_worker.py``: ours, then pyarrow's)
 with a timeout. ``--workers`` harnesses run side by side, each child with its
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import sys
@@ -41,6 +40,7 @@ from dask_hwdecomp.format.structs import Codec  # noqa: E402
 
 import checksum_cases as cc  # noqa: E402
 from fuzzing import MUTATORS, Harness, file_map  # noqa: E402
+from helpers import corpus_root  # noqa: E402
 from rewrite import compress_values, gzip_members  # noqa: E402
 
 CHECK_ERROR = re.compile(r"incorrect data check|checksum|crc", re.IGNORECASE)
@@ -66,7 +66,7 @@ def seeds(work: Path) -> list[Path]:
     rewrite_pages(plain, members, compress_values(gzip_members(3)), codec=Codec.GZIP)
     out.append(members)
     out.append(cc.zstd_checksummed(work))
-    root = Path(os.environ.get("HWDECOMP_CORPUS", "")) / "data"
+    root = corpus_root() / "data"
     if root.is_dir():
         for p in sorted(root.glob("*.parquet")):
             name = p.name.lower()

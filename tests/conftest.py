@@ -1,8 +1,11 @@
-"""Fixtures shared by every test module: the corpus, the generated matrix.
+"""Fixtures shared by every test module: the corpus, the generated matrix, a service directory.
 
 The helpers behind them live in ``helpers.py`` (``from helpers import
 assert_tables_equal, write_matrix, ...``) so that test modules of other
 layers (the Dask engine) reuse them.
+
+A run fails if it leaves a test's service directory (``hwd-*``) in the
+temporary directory: see :func:`pytest_sessionfinish`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 
@@ -36,6 +41,7 @@ if not _cuda_device_present():
 import pytest  # noqa: E402
 
 from helpers import FUZZ_STATS, assert_tables_equal, corpus_root, matrix_table, write_matrix  # noqa: E402
+from service_backends import SERVICE_DIR_PREFIX, service_directory  # noqa: E402
 
 __all__ = ["assert_tables_equal"]
 
@@ -49,13 +55,15 @@ if _TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
 
 @pytest.fixture(scope="session")
 def corpus():
-    """The parquet-testing copy (``$HWDECOMP_CORPUS`` overrides the location)."""
+    """The parquet-testing copy (``$HWDECOMP_CORPUS`` overrides the location).
+
+    The repository ships it, so a missing one fails: a skip would turn a
+    broken checkout or a wrong override into a green run.
+    """
     root = corpus_root()
     if not (root / "data").is_dir():
-        pytest.skip(
-            f"parquet-testing corpus not found at {root} "
-            "(set HWDECOMP_CORPUS or check out ../shared/corpus)"
-        )
+        pytest.fail(f"parquet-testing corpus not found at {root} (it ships in tests/data/parquet-testing; "
+                    "HWDECOMP_CORPUS, when set, must name a copy)", pytrace=False)
     return root
 
 
@@ -71,12 +79,78 @@ def matrix_files(tmp_path_factory, matrix_source):
     return write_matrix(tmp_path_factory.mktemp("matrix"), matrix_source)
 
 
+@pytest.fixture
+def service_dir():
+    """A short service directory of this test's own; its services are stopped and it is removed after the test."""
+    with service_directory() as directory:
+        yield directory
+
+
+# --- service directories left behind -------------------------------------------
+#
+# Every ``hwd-*`` directory this process makes in the temporary directory,
+# by the test that made it (an audit hook sees each os.mkdir, whichever
+# helper calls it). Only this run's directories count: a glob of /tmp
+# before and after would also see those of another run on the machine.
+
+_TMP = tempfile.gettempdir()
+_made_service_dirs: dict[str, str] = {}
+_running = ["(no test: collection or session setup)"]
+_left_behind: dict[str, str] = {}
+
+
+def _note_service_dir(event: str, args: tuple) -> None:
+    if event != "os.mkdir" or args[2] not in (None, -1):  # a dir_fd-relative path is not the temp dir's
+        return
+    path = os.path.abspath(os.fsdecode(args[0]))
+    if os.path.dirname(path) == _TMP and os.path.basename(path).startswith(SERVICE_DIR_PREFIX):
+        _made_service_dirs[path] = _running[0]
+
+
+sys.addaudithook(_note_service_dir)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item):
+    _running[0] = item.nodeid
+    try:
+        return (yield)
+    finally:
+        _running[0] = "(no test: session teardown)"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own, which tears down session fixtures
+def pytest_sessionfinish(session):
+    """Fail the run if a test's service directory is still there; an xdist worker hands its list to the controller."""
+    left = {path: test for path, test in _made_service_dirs.items() if os.path.lexists(path)}
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["service_dirs_left"] = left
+        return
+    _left_behind.update(left)
+    if _left_behind and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """An xdist worker's service directories left behind (its ``pytest_sessionfinish``)."""
+    _left_behind.update(getattr(node, "workeroutput", {}).get("service_dirs_left", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
-    """Say how many fuzz cases ran, and their verdicts: a fuzz test that ran no cases passes silently otherwise."""
+    """Say how many fuzz cases ran, and their verdicts: a fuzz test that ran no cases passes silently otherwise.
+
+    And name the service directories the run left behind, with the tests that made them.
+    """
     if FUZZ_STATS:
         terminalreporter.section("fuzzing")
         for line in FUZZ_STATS:
             terminalreporter.write_line(line)
+    if _left_behind:
+        terminalreporter.section("service directories left behind: the run fails", red=True)
+        for path, test in sorted(_left_behind.items()):
+            terminalreporter.write_line(f"{path}: made by {test} (use the service_dir fixture or service_directory())")
 
 
 def pytest_collection_modifyitems(items):

@@ -66,10 +66,14 @@ def gpu_available() -> bool:
     return any(registry.probe(name) is None for name in GPU_BACKENDS)
 
 
+# apache/parquet-testing, shipped with the tests (its LICENSE.txt and SOURCE.txt beside it).
+SHIPPED_CORPUS = REPO / "tests" / "data" / "parquet-testing"
+
+
 def corpus_root() -> Path:
-    """The parquet-testing copy: ``$HWDECOMP_CORPUS`` or ``<repo>/../shared/corpus/parquet-testing``."""
+    """The parquet-testing copy: ``$HWDECOMP_CORPUS``, else the one shipped in ``tests/data/parquet-testing``."""
     env = os.environ.get("HWDECOMP_CORPUS")
-    return Path(env) if env else REPO.parent / "shared" / "corpus" / "parquet-testing"
+    return Path(env) if env else SHIPPED_CORPUS
 
 
 # --- comparison -------------------------------------------------------------

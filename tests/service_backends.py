@@ -4,12 +4,19 @@ Each is a ``function(options)`` the service process imports by name
 (``service_backends:standin``): the real CPU backend, or the real GPU
 backend code over the engine stand-in (``standin_hwengine.StandinHwEngine``),
 with the faults nvCOMP was seen to have on corrupt pages.
-:func:`open_backend` attaches to a service hosting one of them.
+:func:`open_backend` attaches to a service hosting one of them, in a
+directory from :func:`service_directory` (the ``service_dir`` fixture),
+which stops its services and removes it afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
@@ -17,19 +24,86 @@ from dask_hwdecomp.gpu.errors import CudaError
 
 from standin_hwengine import StandinHwEngine, hold_first_call
 
+# What a test's service directory is called in the temporary directory;
+# conftest fails the run if one is left behind.
+SERVICE_DIR_PREFIX = "hwd-"
 
-def open_backend(factory: str, options, service_dir: str | None = None, **kw):
-    """A ServiceBackend of a service hosting ``factory`` (a function here), in its own directory.
 
-    A directory per call (short: socket paths are limited to 107 bytes) keeps
-    tests from sharing a service unless they pass the same ``service_dir``.
+def open_backend(factory: str, options, service_dir: str, **kw):
+    """A ServiceBackend of a service hosting ``factory`` (a function here), listening in ``service_dir``.
+
+    Backends opened in the same directory with the same factory share one
+    service; a directory of its own per test keeps tests apart.
     """
     from dask_hwdecomp.service.client import ServiceBackend
 
-    directory = service_dir or tempfile.mkdtemp(prefix="hwd-")
-    return ServiceBackend("test", options.replace(service_dir=directory),
+    return ServiceBackend("test", options.replace(service_dir=service_dir),
                           factories={"test": f"service_backends:{factory}"}, gpu="none",
                           **{"cap_bytes": 64 << 20, **kw})
+
+
+@contextlib.contextmanager
+def service_directory() -> Iterator[str]:
+    """A fresh service directory, removed afterwards once every service in it has exited.
+
+    It lies directly in the temporary directory, not in pytest's
+    ``tmp_path``: a socket path must fit in 107 bytes, and a service's
+    (``<dir>/<20 hex digits>.sock``) under ``tmp_path`` of a long test name
+    and an xdist worker comes close. A service outlives its last client by
+    a moment (``idle_s``) and takes its lock file in the directory to remove
+    its socket: the directory is removed only once its services are gone.
+    """
+    with tempfile.TemporaryDirectory(prefix=SERVICE_DIR_PREFIX) as directory:
+        try:
+            yield directory
+        finally:
+            stop_services(directory)
+
+
+def stop_services(directory: str, timeout_s: float = 30.0) -> None:
+    """Stop every service process listening in ``directory`` and wait until each has exited.
+
+    Each listening one is told to ``Stop`` (as ``hwdecomp service stop``
+    does); every process started for a socket there, listening or not (one
+    leaving on its own, one starting), is waited for, and killed if it is
+    still there after ``timeout_s``.
+
+    Raises
+    ------
+    AssertionError
+        A service was still running after it was killed.
+    """
+    from dask_hwdecomp.service import wire
+    from dask_hwdecomp.service.client import node_stats, query, wait_for_exit
+    from dask_hwdecomp.service.rundir import ServiceUnreachable
+
+    for entry in node_stats(directory):
+        with contextlib.suppress(ServiceUnreachable, OSError):
+            query(entry["socket"], wire.Stop("the test is over"))
+    survivors = []
+    for pid in _service_pids(directory):
+        if not wait_for_exit(pid, timeout_s):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            if not wait_for_exit(pid, 10.0):
+                survivors.append(pid)
+    assert not survivors, f"services {survivors} of {directory} still run after SIGKILL"
+
+
+def _service_pids(directory: str) -> list[int]:
+    """The processes whose command line names a ``--socket`` in ``directory`` (from /proc)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        sockets = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == b"--socket"]
+        if any(os.path.dirname(os.fsdecode(sock)) == directory for sock in sockets):
+            pids.append(int(proc.name))
+    return pids
 
 
 def cpu(options):

@@ -178,22 +178,22 @@ def test_wire_carries_both_crcs():
     assert [(j.crc32, j.page_crc) for j in back] == [(j.crc32, j.page_crc) for j in jobs]
 
 
-def test_service_returns_a_checksum_error_naming_the_page():
+def test_service_returns_a_checksum_error_naming_the_page(service_dir):
     jobs, src, dst_len, _ = _checked_batch()
     bad = [j for j in jobs if j.crc32 is not None][4]
     bad.crc32 ^= 1
-    with open_backend("standin", OPTS) as b:
+    with open_backend("standin", OPTS, service_dir) as b:
         with pytest.raises(ChecksumError, match="gzip CRC-32") as info:
             run_batch(b, jobs, src, dst_len)
     assert info.value.location == bad.location
 
 
-def test_service_recovery_keeps_a_checksum_error_a_checksum_error():
+def test_service_recovery_keeps_a_checksum_error_a_checksum_error(service_dir):
     # The stand-in's process dies on the corrupt page; the CPU finds the bad page CRC.
     jobs, src, dst_len, _ = _checked_batch()
     bad = [j for j in jobs if j.page_crc is not None][2]
     src[bad.src_offset : bad.src_offset + bad.src_size] = bytes(bad.src_size)
-    with open_backend("standin_dies", OPTS) as b:
+    with open_backend("standin_dies", OPTS, service_dir) as b:
         with pytest.raises(ChecksumError, match="page CRC-32") as info:
             run_batch(b, jobs, src, dst_len)
     assert info.value.location == bad.location

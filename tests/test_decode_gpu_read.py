@@ -22,16 +22,16 @@ from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.report import ReadReport, collect_reports
 
 from helpers import gpu_available
-from service_backends import open_backend
+from service_backends import open_backend, service_directory
 
 pytestmark = pytest.mark.skipif(gpu_available(), reason="the GPU machine runs this path on its GPU (tests/gpu)")
 
 
 @pytest.fixture(scope="module")
-def standin_service(tmp_path_factory):
+def standin_service():
     """The registry's "hardware" backend: a service hosting the engine stand-in, its decoder simulated."""
     opened = {}
-    with pytest.MonkeyPatch.context() as mp:
+    with service_directory() as directory, pytest.MonkeyPatch.context() as mp:
         mp.setenv("NUMBA_ENABLE_CUDASIM", "1")
         mp.setattr(registry, "probe", lambda name: None if name in ("hardware", "cpu") else "not on this machine (test)")
 
@@ -42,14 +42,13 @@ def standin_service(tmp_path_factory):
                 return real_get_backend(name, options)
             key = (name, options.batch_bytes)
             if key not in opened:
-                opened[key] = open_backend("standin", options, service_dir=str(directory))
+                opened[key] = open_backend("standin", options, directory)
             return opened[key]
 
-        directory = tmp_path_factory.mktemp("svc")
         mp.setattr(registry, "get_backend", get_backend)
         yield opened
-    for b in opened.values():
-        b.close()
+        for b in opened.values():
+            b.close()
 
 
 def _write(tmp_path):

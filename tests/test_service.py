@@ -33,13 +33,19 @@ OPTS = Options(streams=2, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 
 
-def _open(factory: str, **changes) -> ServiceBackend:
-    return open_backend(factory, OPTS.replace(**changes))
+@pytest.fixture
+def open_service(service_dir):
+    """``open_service(factory, **changes)``: a backend of a service hosting ``factory``, in the test's directory."""
+
+    def open_(factory: str, **changes) -> ServiceBackend:
+        return open_backend(factory, OPTS.replace(**changes), service_dir)
+
+    return open_
 
 
 @pytest.fixture
-def standin():
-    with _open("standin") as b:
+def standin(open_service):
+    with open_service("standin") as b:
         yield b
 
 
@@ -52,8 +58,8 @@ def _corrupt_batch(algo=Algo.SNAPPY, seed=5):
     return jobs, src, dst_len, broken[0]
 
 
-def test_service_cpu_backend_runs_in_another_process():
-    with _open("cpu") as b:
+def test_service_cpu_backend_runs_in_another_process(open_service):
+    with open_service("cpu") as b:
         assert b.name == "cpu" and b.pid not in (None, os.getpid())
         jobs, src, dst_len, expected = make_batch([Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4, Algo.ZSTD], [3000] * 40, seed=1)
         buf = b.host_buffer(10)
@@ -69,10 +75,10 @@ def test_service_standin_hwengine_mirrors_capabilities_and_decodes(standin):
     assert_outputs(run_batch(standin, jobs, src, dst_len), jobs, expected)
 
 
-def test_service_concurrent_callers_share_the_childs_batcher():
+def test_service_concurrent_callers_share_the_childs_batcher(open_service):
     # One stream, its first call held until all 8 parts are in it or queued:
     # merged, the 8 callers take 1 or 2 calls; one call each would be 8.
-    with _open("standin_merging_8x30", streams=1) as b:
+    with open_service("standin_merging_8x30", streams=1) as b:
         run_concurrently(b, [make_batch(ENGINE_ALGOS, [3000 + 17 * t] * 30, seed=10 + t) for t in range(8)])
         stats = b.stats()
     assert stats["parts"] == 8 and stats["calls"] in (1, 2), stats
@@ -116,8 +122,8 @@ def test_service_page_the_child_rejects_is_named_without_restart(standin):
     ("standin_dies", "died (exited with status -9)"),
     ("standin_illegal_address", "CUDA_ERROR_ILLEGAL_ADDRESS"),
 ])
-def test_service_lost_child_names_the_page_and_restarts(factory, said):
-    with _open(factory) as b:
+def test_service_lost_child_names_the_page_and_restarts(factory, said, open_service):
+    with open_service(factory) as b:
         pid = b.pid
         jobs, src, dst_len, bad = _corrupt_batch()
         with pytest.raises(CorruptPageError) as err:
@@ -130,8 +136,8 @@ def test_service_lost_child_names_the_page_and_restarts(factory, said):
         assert b.stats()["restarts"] == 1
 
 
-def test_service_hung_child_is_killed_at_the_deadline():
-    with _open("standin_hangs", gpu_timeout_s=1.0) as b:
+def test_service_hung_child_is_killed_at_the_deadline(open_service):
+    with open_service("standin_hangs", gpu_timeout_s=1.0) as b:
         jobs, src, dst_len, bad = _corrupt_batch()
         t0 = time.monotonic()
         with pytest.raises(CorruptPageError, match="did not answer within 1 s") as err:
@@ -142,8 +148,8 @@ def test_service_hung_child_is_killed_at_the_deadline():
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
 
 
-def test_service_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
-    with _open("standin_hangs", gpu_timeout_s=60.0) as b:
+def test_service_killed_mid_batch_fails_fast_and_innocent_batch_is_retried(open_service):
+    with open_service("standin_hangs", gpu_timeout_s=60.0) as b:
         bad_jobs, bad_src, bad_len, bad = _corrupt_batch(seed=8)
         good = make_batch(ENGINE_ALGOS, [5000] * 20, seed=9)
         results = {}
@@ -171,8 +177,8 @@ def test_service_killed_mid_batch_fails_fast_and_innocent_batch_is_retried():
         assert_outputs(results["good"], good[0], good[3])
 
 
-def test_service_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_it():
-    with _open("standin_broken_device") as b:
+def test_service_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_it(open_service):
+    with open_service("standin_broken_device") as b:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000] * 10, seed=4)
         with pytest.raises(CorruptPageError, match="twice .* the CPU decodes every page"):
             run_batch(b, jobs, src, dst_len)
@@ -186,9 +192,9 @@ def test_service_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_
         assert len(report.retries) == 1 and "CPU decodes" in report.retries[0]
 
 
-def test_service_that_cannot_create_its_backend_says_why():
+def test_service_that_cannot_create_its_backend_says_why(open_service):
     with pytest.raises(BackendUnavailableError, match="CUDA_ERROR_NO_DEVICE"):
-        _open("no_device")
+        open_service("no_device")
 
 
 def _fds() -> set[str]:
@@ -196,9 +202,9 @@ def _fds() -> set[str]:
             if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
-def test_service_exits_when_its_last_client_leaves_and_every_segment_is_freed():
+def test_service_exits_when_its_last_client_leaves_and_every_segment_is_freed(open_service):
     before = {fd for fd in _fds() if "hwdecomp" in fd}
-    b = _open("standin")
+    b = open_service("standin")
     pid = b.pid
     jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 8, seed=1)
     assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
@@ -276,10 +282,10 @@ def test_service_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
 
 
 
-def test_service_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
+def test_service_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was(open_service):
     from dask_hwdecomp.gpu.errors import CudaError
 
-    with _open("standin_illegal_address_every_call") as b:
+    with open_service("standin_illegal_address_every_call") as b:
         pid = b.pid
         jobs, src, dst_len, _ = make_batch(ENGINE_ALGOS, [3000] * 4, seed=12)
         with pytest.raises(CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS.*the CPU decodes every page") as err:
@@ -288,10 +294,10 @@ def test_service_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was():
         assert b.stats()["restarts"] == 1 and b.pid != pid
 
 
-def test_service_reports_pages_the_engine_redid_on_the_cpu():
+def test_service_reports_pages_the_engine_redid_on_the_cpu(open_service):
     # The child's hardware backend redoes a failed engine operation on the
     # CPU; the count reaches this process and the read's report.
-    with _open("standin_fails_7777") as b:
+    with open_service("standin_fails_7777") as b:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000, 7777, 5000, 7777, 7777], seed=33)
         with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
             s.view[:] = src

@@ -25,17 +25,18 @@ from dask_hwdecomp.options import Options
 from dask_hwdecomp.service.decoding import decode_in_service
 
 from helpers import gpu_available, uploaded_in_file
-from service_backends import open_backend
+from service_backends import open_backend, service_directory
 
 
 @pytest.fixture(scope="module")
 def backend():
-    with pytest.MonkeyPatch.context() as mp:
-        if not gpu_available():
-            mp.setenv("NUMBA_ENABLE_CUDASIM", "1")
-        b = open_backend("cpu", Options(), cap_bytes=16 << 20)
-    yield b
-    b.close()
+    with service_directory() as directory:
+        with pytest.MonkeyPatch.context() as mp:
+            if not gpu_available():
+                mp.setenv("NUMBA_ENABLE_CUDASIM", "1")
+            b = open_backend("cpu", Options(), directory, cap_bytes=16 << 20)
+        yield b
+        b.close()
 
 
 def _table(n=300):
@@ -130,12 +131,12 @@ def test_outputs_live_in_shared_memory_until_their_arrays_die(backend):
     assert returns.live_bytes == 0
 
 
-def test_outputs_are_copied_out_when_live_outputs_press_the_pool(monkeypatch):
+def test_outputs_are_copied_out_when_live_outputs_press_the_pool(monkeypatch, service_dir):
     if not gpu_available():
         monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     # A pool of 64 KiB: outputs kept alive past 32 KiB (two of 16 KB) are
     # copied into ordinary memory.
-    b = open_backend("cpu", Options(), cap_bytes=64 << 10)
+    b = open_backend("cpu", Options(), service_dir, cap_bytes=64 << 10)
     try:
         table = pa.table({"x": pa.array(np.arange(2000, dtype=np.int64))})
         sink = io.BytesIO()

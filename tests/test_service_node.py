@@ -26,9 +26,9 @@ from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
-from dask_hwdecomp.service import wire
+from dask_hwdecomp.service import rundir, wire
 from dask_hwdecomp.service.client import ServiceBackend
-from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for, service_dir
+from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for
 from dask_hwdecomp.service.server import Service, bind
 
 from helpers import assert_tables_equal
@@ -53,15 +53,14 @@ _WORKER = textwrap.dedent("""
 """)
 
 
-def test_two_worker_processes_share_one_service_and_their_pages_are_merged():
+def test_two_worker_processes_share_one_service_and_their_pages_are_merged(service_dir):
     # Two processes of four threads each, one part of 30 pages per thread,
     # one stream whose first call is held until all 8 parts are in it or
     # queued: merged across processes they take 1 or 2 calls; a service per
     # process, or no merging, would take 8.
-    directory = tempfile.mkdtemp(prefix="hwd-")
-    with open_backend("standin_merging_8x30", OPTS, service_dir=directory) as b:
+    with open_backend("standin_merging_8x30", OPTS, service_dir) as b:
         pid = b.pid
-        workers = [subprocess.Popen([sys.executable, "-c", _WORKER, directory, str(first)])
+        workers = [subprocess.Popen([sys.executable, "-c", _WORKER, service_dir, str(first)])
                    for first in (0, 4)]
         assert [w.wait(timeout=120) for w in workers] == [0, 0]
         stats = b.stats()
@@ -71,18 +70,17 @@ def test_two_worker_processes_share_one_service_and_their_pages_are_merged():
 
 
 @pytest.fixture
-def served():
+def served(service_dir):
     """A service run in this process (its credential check is the one under test)."""
-    directory = tempfile.mkdtemp(prefix="hwd-")
     started = []
 
     def start(allowed_uid=None, factory="cpu"):
-        address = address_for({"test": f"service_backends:{factory}"}, directory, gpu="none")
+        address = address_for({"test": f"service_backends:{factory}"}, service_dir, gpu="none")
         service = Service(address, bind(address), persist=True, allowed_uid=allowed_uid)
         thread = threading.Thread(target=service.serve, daemon=True)
         thread.start()
         started.append((service, thread))
-        return service, OPTS.replace(service_dir=directory)
+        return service, OPTS.replace(service_dir=service_dir)
 
     yield start
     for service, thread in started:
@@ -159,8 +157,8 @@ def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, 
     assert caplog.text.count("refused a message") == 9
 
 
-def test_a_killed_service_is_started_again_and_the_next_read_succeeds():
-    with open_backend("standin", OPTS) as b:
+def test_a_killed_service_is_started_again_and_the_next_read_succeeds(service_dir):
+    with open_backend("standin", OPTS, service_dir) as b:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 20, seed=6)
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
         first = b.pid
@@ -172,14 +170,13 @@ def test_a_killed_service_is_started_again_and_the_next_read_succeeds():
     assert stats["restarts"] == 1 and stats["service_pid"] == second
 
 
-def test_the_service_outlives_the_process_that_started_it():
-    directory = tempfile.mkdtemp(prefix="hwd-")
-    with open_backend("cpu", OPTS, service_dir=directory) as b:
+def test_the_service_outlives_the_process_that_started_it(service_dir):
+    with open_backend("cpu", OPTS, service_dir) as b:
         code = ("import sys; from service_backends import open_backend; from dask_hwdecomp.options import Options;"
                 "b = open_backend('cpu', Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2),"
                 " service_dir=sys.argv[1]); print(b.pid); b.close()")
         # The service already runs (this process started it); a second process attaches and leaves.
-        out = subprocess.run([sys.executable, "-c", code, directory], capture_output=True, text=True, timeout=120)
+        out = subprocess.run([sys.executable, "-c", code, service_dir], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert int(out.stdout) == b.pid
         jobs, src, dst_len, expected = make_batch([Algo.SNAPPY, Algo.ZSTD], [4000] * 10, seed=3)
@@ -205,10 +202,10 @@ def test_a_reader_that_cannot_reach_the_service_reads_on_the_cpu_and_says_so(tmp
     registry.close_all()
 
 
-def test_a_service_lost_mid_read_that_cannot_start_again_leaves_the_cpu_to_read():
+def test_a_service_lost_mid_read_that_cannot_start_again_leaves_the_cpu_to_read(service_dir):
     from dask_hwdecomp.decompress.cpu import CpuBackend
 
-    with open_backend("standin", OPTS.replace(backend="auto")) as b, CpuBackend(2) as cpu:
+    with open_backend("standin", OPTS.replace(backend="auto"), service_dir) as b, CpuBackend(2) as cpu:
         router = Router.over(OPTS.replace(backend="auto"),
                              {a: ([b] if a in b.algorithms else []) + [cpu] for a in Algo})
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 12, seed=8)
@@ -225,10 +222,9 @@ def test_a_service_lost_mid_read_that_cannot_start_again_leaves_the_cpu_to_read(
     assert {b for b, _ in report.by_backend} == {"cpu"}
 
 
-def test_hwdecomp_service_status_and_stop(monkeypatch):
-    directory = tempfile.mkdtemp(prefix="hwd-")
-    env = {**os.environ, "HWDECOMP_SERVICE_DIR": directory}
-    with open_backend("cpu", OPTS, service_dir=directory) as b:
+def test_hwdecomp_service_status_and_stop(service_dir):
+    env = {**os.environ, "HWDECOMP_SERVICE_DIR": service_dir}
+    with open_backend("cpu", OPTS, service_dir) as b:
         out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "service", "status", "--json"],
                              env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
@@ -251,18 +247,18 @@ def test_service_directory_open_to_others_is_refused(tmp_path):
     open_dir.mkdir(mode=0o755)
     open_dir.chmod(0o755)
     with pytest.raises(ServiceUnreachable, match="mode 755"):
-        service_dir(str(open_dir))
-    made = service_dir(str(tmp_path / "made"))
+        rundir.service_dir(str(open_dir))
+    made = rundir.service_dir(str(tmp_path / "made"))
     assert made.stat().st_mode & 0o777 == 0o700
     link = tmp_path / "link"
     link.symlink_to(made)
     with pytest.raises(ServiceUnreachable, match="not a directory"):
-        service_dir(str(link))
+        rundir.service_dir(str(link))
     assert Path(made).is_dir()
 
 
 def test_a_backend_the_service_cannot_create_leaves_the_cpu_to_read_under_auto(tmp_path, monkeypatch,
-                                                                              matrix_source):
+                                                                              matrix_source, service_dir):
     # The service starts, but creating the backend fails (the driver finds no
     # device): auto reads on the CPU and says why; a named backend raises.
     from dask_hwdecomp import read_table
@@ -271,14 +267,13 @@ def test_a_backend_the_service_cannot_create_leaves_the_cpu_to_read_under_auto(t
     path = tmp_path / "data.parquet"
     pq.write_table(matrix_source, path, compression="zstd")
     monkeypatch.setattr(registry, "_probes", {"nvcomp": None, "hardware": "no engine on this node (test)"})
-    directory = tempfile.mkdtemp(prefix="hwd-")
 
     def open_no_device(name, options):
         if name == "cpu":
             from dask_hwdecomp.decompress.cpu import CpuBackend
 
             return CpuBackend(options.cpu_threads)
-        return open_backend("no_device", options, service_dir=directory)
+        return open_backend("no_device", options, service_dir)
 
     monkeypatch.setattr(registry, "get_backend", open_no_device)
     report = ReadReport()
@@ -302,11 +297,10 @@ _READER = textwrap.dedent("""
 """)
 
 
-def test_readers_that_start_together_start_one_service():
+def test_readers_that_start_together_start_one_service(service_dir):
     # Six processes find no service at once: one starts it, the others wait
     # for it to listen (no service process is started only to exit again).
-    directory = tempfile.mkdtemp(prefix="hwd-")
-    readers = [subprocess.Popen([sys.executable, "-c", _READER, directory], stdin=subprocess.PIPE,
+    readers = [subprocess.Popen([sys.executable, "-c", _READER, service_dir], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True) for _ in range(6)]
     try:
         pids = {int(r.stdout.readline()) for r in readers}
@@ -314,20 +308,19 @@ def test_readers_that_start_together_start_one_service():
         for r in readers:
             r.communicate("", timeout=120)
     assert len(pids) == 1
-    (log,) = Path(directory).glob("*.log")
+    (log,) = Path(service_dir).glob("*.log")
     text = log.read_text()
     assert text.count(" listening on ") == 1 and "already listens" not in text, text
 
 
-def test_hwdecomp_info_names_the_running_service():
-    directory = tempfile.mkdtemp(prefix="hwd-")
-    env = {**os.environ, "HWDECOMP_SERVICE_DIR": directory}
-    with open_backend("cpu", OPTS, service_dir=directory) as b:
+def test_hwdecomp_info_names_the_running_service(service_dir):
+    env = {**os.environ, "HWDECOMP_SERVICE_DIR": service_dir}
+    with open_backend("cpu", OPTS, service_dir) as b:
         out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "info"], env=env, capture_output=True,
                              text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert f"GPU service: pid {b.pid} on GPU none, 1 client(s)" in out.stdout, out.stdout
-    missing = os.path.join(directory, "not-made")
+    missing = os.path.join(service_dir, "not-made")
     out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "info"], capture_output=True, text=True,
                          env={**os.environ, "HWDECOMP_SERVICE_DIR": missing}, timeout=120)
     assert f"GPU service: none running in {missing}" in out.stdout and not os.path.exists(missing)

@@ -437,7 +437,12 @@ class _Attachment:
                 fut = self._pending.pop(rid, None) if rid is not None else None
             if fut is not None:
                 fut.set_result(msg)
-        self.die(reason or _how_it_ended(self.pid))
+        if not reason and self.gone is None:
+            # The service ended the connection: its exit status says how.
+            # Not when this side let go (close, kill): waiting for the
+            # status would hold close() until the service exits, idle_s later.
+            reason = _how_it_ended(self.pid)
+        self.die(reason)
 
     def die(self, reason: str) -> None:
         """Mark the service gone for us and fail every request in flight (first reason wins)."""
