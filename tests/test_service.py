@@ -9,6 +9,7 @@ memory, in a service directory of its own.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -198,11 +199,15 @@ def test_service_that_cannot_create_its_backend_says_why(open_service):
 
 
 def _fds() -> set[str]:
-    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+    """This process's open files, ``"<fd> <target>"``."""
+    return {f"{fd} {os.readlink(f'/proc/self/fd/{fd}')}" for fd in os.listdir("/proc/self/fd")
             if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
 def test_service_exits_when_its_last_client_leaves_and_every_segment_is_freed(open_service):
+    # Segments of earlier tests in this process (another module's, under
+    # xdist) may be freed meanwhile, by the collector: only this test's must go.
+    gc.collect()
     before = {fd for fd in _fds() if "hwdecomp" in fd}
     b = open_service("standin")
     pid = b.pid
@@ -213,7 +218,7 @@ def test_service_exits_when_its_last_client_leaves_and_every_segment_is_freed(op
     assert wait_for_exit(pid, 20.0)  # the last client left: the service exited
     assert not b.address.socket.exists()
     held.close()  # lent past close: freed when given back
-    assert {fd for fd in _fds() if "hwdecomp" in fd} == before
+    assert {fd for fd in _fds() if "hwdecomp" in fd} <= before
 
 
 def test_shared_pool_caps_reuses_and_overflows():
