@@ -3,16 +3,24 @@
 The format layer plans :class:`Job` records of an :class:`Algo`; the
 decompression backends and the GPU layer run them. Both sides import them
 from here, so that the GPU layer does not depend on the Parquet format layer.
+
+A batch of thousands of pages is also a :class:`JobTable`: the same fields
+as numpy columns (the GPU service's wire format, viewed without a copy), so
+the GPU path validates, cuts, places and launches a call in array
+operations and makes a :class:`Job` only for a page it reports on.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .errors import PageLocation
 
-__all__ = ["Algo", "Job", "PageCrc"]
+__all__ = ["Algo", "ALGOS", "Job", "PageCrc", "JOB_DTYPE", "JobTable", "as_table"]
 
 
 class Algo(enum.Enum):
@@ -75,3 +83,125 @@ class Job:
     crc32: int | None = None
     preamble: int = 0
     page_crc: PageCrc | None = None
+
+
+# Every bitstream, in the order of its code in a :class:`JobTable`.
+ALGOS: tuple[Algo, ...] = tuple(Algo)
+_CODE = {a: i for i, a in enumerate(ALGOS)}
+
+# One job as ten int64s (the GPU service's wire layout): a CRC absent is -1,
+# a page CRC range absent is (0, 0).
+JOB_DTYPE = np.dtype([(name, np.int64) for name in (
+    "algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble",
+    "page_crc_offset", "page_crc_size", "page_crc")])
+
+
+class JobTable:
+    """Jobs as numpy columns (:data:`JOB_DTYPE`), with where each came from.
+
+    Parameters
+    ----------
+    rows : numpy.ndarray of JOB_DTYPE
+    index : numpy.ndarray of int64, optional
+        Each row's position in the table the caller made (kept by
+        :meth:`take`, so a failure deep in a GPU call names the caller's
+        job); default ``0 .. n-1``.
+    codecs : numpy.ndarray of int64, optional
+        Each row's Parquet codec (reports only); default 0.
+    locations : sequence of PageLocation, optional
+        Indexed by ``index``; default ``PageLocation(page=index)`` (the
+        service's jobs: the client names the page).
+    """
+
+    __slots__ = ("rows", "index", "codecs", "locations")
+
+    def __init__(self, rows: np.ndarray, index: np.ndarray | None = None, codecs: np.ndarray | None = None,
+                 locations: Sequence[PageLocation] | None = None):
+        if rows.dtype != JOB_DTYPE:
+            raise TypeError(f"a job table's rows are {JOB_DTYPE}, not {rows.dtype}")
+        self.rows = rows
+        self.index = np.arange(len(rows), dtype=np.int64) if index is None else index
+        self.codecs = codecs
+        self.locations = locations
+
+    @classmethod
+    def from_jobs(cls, jobs: Sequence[Job]) -> JobTable:
+        """The table of ``jobs`` (their codecs and locations kept)."""
+        n = len(jobs)
+        rows = np.empty(n, dtype=JOB_DTYPE)
+        flat = rows.view(np.int64).reshape(n, len(JOB_DTYPE.names))
+        for i, j in enumerate(jobs):
+            pc = j.page_crc
+            flat[i] = (_CODE[j.algo], j.src_offset, j.src_size, j.dst_offset, j.dst_size,
+                       -1 if j.crc32 is None else j.crc32, j.preamble,
+                       0 if pc is None else pc.offset, 0 if pc is None else pc.size,
+                       -1 if pc is None else pc.value)
+        codecs = np.fromiter((j.codec for j in jobs), dtype=np.int64, count=n)
+        return cls(rows, None, codecs, [j.location for j in jobs])
+
+    @classmethod
+    def from_bytes(cls, blob, count: int) -> JobTable:
+        """A read-only view of ``count`` jobs packed by :meth:`to_bytes` (no copy)."""
+        return cls(np.frombuffer(blob, dtype=JOB_DTYPE, count=count))
+
+    def to_bytes(self) -> bytes:
+        """The rows as the wire carries them."""
+        return np.ascontiguousarray(self.rows).tobytes()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, k: int) -> Job:
+        return self.job(k)
+
+    def __iter__(self) -> Iterator[Job]:
+        return (self.job(k) for k in range(len(self.rows)))
+
+    def take(self, which) -> JobTable:
+        """The rows ``which`` selects (a slice, an index array or a mask), their origins kept."""
+        codecs = None if self.codecs is None else self.codecs[which]
+        return JobTable(self.rows[which], self.index[which], codecs, self.locations)
+
+    def column(self, name: str) -> np.ndarray:
+        """One field of every row."""
+        return self.rows[name]
+
+    def algo_codes(self) -> np.ndarray:
+        """Each row's bitstream as its position in :data:`ALGOS`."""
+        return self.rows["algo"]
+
+    def location(self, k: int) -> PageLocation:
+        """Where row ``k``'s page lies (for errors)."""
+        i = int(self.index[k])
+        if self.locations is None:
+            return _index_location(i)
+        return self.locations[i]
+
+    def job(self, k: int) -> Job:
+        """Row ``k`` as a :class:`Job` record (for reports and errors)."""
+        if k < 0:
+            k += len(self.rows)
+        a, so, ss, do, ds, crc, pre, po, ps, pcrc = (int(v) for v in self.rows[k].tolist())
+        codec = 0 if self.codecs is None else int(self.codecs[k])
+        return Job(ALGOS[a], so, ss, do, ds, codec, self.location(k), None if crc < 0 else crc, pre,
+                   None if pcrc < 0 else PageCrc(po, ps, pcrc))
+
+    def jobs(self) -> list[Job]:
+        """Every row as a :class:`Job`."""
+        return [self.job(k) for k in range(len(self.rows))]
+
+
+def as_table(jobs: Sequence[Job] | JobTable) -> JobTable:
+    """``jobs`` as a :class:`JobTable` (itself if it is one)."""
+    return jobs if isinstance(jobs, JobTable) else JobTable.from_jobs(jobs)
+
+
+_LOCATIONS: dict[int, PageLocation] = {}
+
+
+def _index_location(i: int) -> PageLocation:
+    """``PageLocation(page=i)``, shared (locations are frozen)."""
+    loc = _LOCATIONS.get(i)
+    if loc is None:
+        loc = _LOCATIONS.setdefault(i, PageLocation(page=i))
+    return loc

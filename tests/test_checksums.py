@@ -78,7 +78,7 @@ def standin(engine):
 def test_crc_checks_name_each_output_and_page_with_its_expected_value():
     jobs, src, dst_len, _ = _checked_batch()
     plan = place([Part(jobs, memoryview(src), memoryview(bytearray(dst_len)))], lambda a: 1, lambda j: 0)
-    checks = crc_checks(plan)
+    checks = crc_checks(plan).records()
     want = [("page", k) for k, j in enumerate(plan.jobs) if j.page_crc is not None]
     want += [("gzip", k) for k, j in enumerate(plan.jobs) if j.crc32 is not None]
     assert sorted((c.kind, c.index) for c in checks) == sorted(want)

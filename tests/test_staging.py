@@ -12,7 +12,7 @@ from pagegen import make_batch
 
 def _replay(parts, input_align):
     """Run the plan's copies on a host "arena": inputs in, each output written where the plan puts it, outputs out."""
-    plan = place(parts, input_align, lambda job: job.algo.value)
+    plan = place(parts, input_align, lambda algo: algo.value)
     arena = np.zeros(plan.nbytes, np.uint8)
     for c in plan.h2d:
         assert isinstance(c, Copy)

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..budget import split_by_budget
+from ..budget import split_sizes
 from ..errors import ChecksumError, CorruptPageError
 from ..format.pages import check_page_crc, page_crc_error
 from ..format.xxh64 import content_checksum_matches, xxh64
@@ -38,11 +38,12 @@ from ..gpu.batcher import Batcher
 from ..gpu.memory import PinnedPool
 from ..gpu.staging import Part
 from ..gpu.stream_runner import StreamRunner
-from ..jobs import Algo, Job
+from ..jobs import Job, JobTable, as_table
 from ..options import Options
 from .cpu import decompress_one
 from .protocol import gzip_crc_error, size_mismatch
-from .validate import check_job
+from .table_checks import find_suspects
+from .validate import check_job, zstd_frames
 
 __all__ = ["GpuBackend", "pinned_cap"]
 
@@ -61,10 +62,6 @@ def pinned_cap(options: Options) -> int:
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
         ram = 16 << 30
     return max(256 << 20, min(max(4 << 30, 4 * options.batch_bytes), ram // 4))
-
-
-def _output_bytes(job: Job) -> int:
-    return job.dst_size
 
 
 class _Open(NamedTuple):
@@ -130,13 +127,15 @@ class GpuBackend:
 
     # -- the protocol -------------------------------------------------------
 
-    def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview,
+    def decompress(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview,
                    protect: Sequence[tuple[int, int]] = (), keep=None) -> int:
         """Decompress ``jobs`` on the GPU; outputs are in ``dst`` on return.
 
         Parameters
         ----------
-        jobs : sequence of Job
+        jobs : JobTable or sequence of Job
+            A table is checked, cut and placed in array operations (no
+            record per job; the GPU service's path).
         src, dst : memoryview
             Host buffers (pinned ones from :meth:`host_buffer` copy fastest).
         protect : sequence of (int, int)
@@ -167,31 +166,26 @@ class GpuBackend:
         CudaError, NvcompError
             A GPU call failed as a whole.
         """
-        if not jobs:
+        table = as_table(jobs)
+        if not len(table):
             return 0
         limit = self._launcher.max_input_bytes
         src_len, dst_len = len(src), len(dst)
-        zstd_sums: dict[int, list] = {}
-        verifies_zstd = getattr(self._launcher, "verifies_zstd_checksum", False)
-        for i, job in enumerate(jobs):
-            if job.algo not in self.algorithms:
-                raise CorruptPageError(f"{job.algo.value} is not decoded by {self.name}", job.location)
-            frames: list | None = [] if job.algo is Algo.ZSTD and not verifies_zstd else None
-            try:
-                check_job(job, src_len, dst_len, src, limit, frames)
-            except CorruptPageError:
-                pc = job.page_crc
-                if pc is not None and 0 <= pc.offset and pc.offset + pc.size <= src_len:
-                    # Bad stored bytes: say so, as pyarrow does.
-                    check_page_crc(src[pc.offset : pc.offset + pc.size], pc.value, job.location)
-                raise
-            if frames and any(stored is not None for _, stored in frames):
-                zstd_sums[i] = frames
-        parts = [Part(part, src, dst, protect, keep=keep) for part in split_by_budget(jobs, _output_bytes, self.options.batch_bytes)]
+        suspects = find_suspects(table, src, src_len, dst_len, limit, self.algorithms)
+        for k in suspects.rows.tolist():  # the reference names the first bad job, in the caller's order
+            _check_on_host(table.job(k), self, src, src_len, dst_len, limit)
+        zstd_sums: list[tuple[Job, list]] = []
+        if not getattr(self._launcher, "verifies_zstd_checksum", False):
+            for k in suspects.zstd_summed.tolist():
+                job = table.job(k)
+                frames: list = []
+                zstd_frames(src[job.src_offset : job.src_offset + job.src_size], job, frames)
+                zstd_sums.append((job, frames))
+        spans = split_sizes(table.rows["dst_size"], self.options.batch_bytes)
+        parts = [Part(table.take(slice(a, b)), src, dst, protect, keep=keep) for a, b in spans]
         results = self._open().batcher.run(parts)
         failed = [f for failures in results for f in failures]
-        rank = {id(job): i for i, job in enumerate(jobs)}
-        failed.sort(key=lambda f: rank[id(f.job)])
+        failed.sort(key=lambda f: f.index)
         # A checksum that does not match is the data's fault: never redone.
         summed = next((f for f in failed if f.checksum is not None), None)
         if failed and (summed is failed[0] or (summed is not None and self.redo_on_cpu)):
@@ -207,7 +201,7 @@ class GpuBackend:
                     first.job.location,
                 )
             raise size_mismatch(first.job, first.actual, self.name)
-        _check_zstd_contents([(jobs[i], frames) for i, frames in zstd_sums.items()], src, dst, self.name, keep)
+        _check_zstd_contents(zstd_sums, src, dst, self.name, keep)
         return len(failed) if self.redo_on_cpu else 0
 
     def _redo_on_cpu(self, failed: Sequence, src: memoryview, dst: memoryview) -> None:
@@ -280,6 +274,28 @@ class GpuBackend:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _check_on_host(job: Job, backend: GpuBackend, src, src_len: int, dst_len: int, limit: int) -> None:
+    """The reference host checks of one job (:func:`~dask_hwdecomp.decompress.validate.check_job`).
+
+    Raises
+    ------
+    ChecksumError
+        The job's stored page bytes fail their page CRC-32 (named as pyarrow does).
+    CorruptPageError
+        The job fails a check, or its bitstream is not the backend's.
+    """
+    if job.algo not in backend.algorithms:
+        raise CorruptPageError(f"{job.algo.value} is not decoded by {backend.name}", job.location)
+    try:
+        check_job(job, src_len, dst_len, src, limit)
+    except CorruptPageError:
+        pc = job.page_crc
+        if pc is not None and 0 <= pc.offset and pc.offset + pc.size <= src_len:
+            # Bad stored bytes: say so, as pyarrow does.
+            check_page_crc(src[pc.offset : pc.offset + pc.size], pc.value, job.location)
+        raise
 
 
 def _checksum_error(job: Job, mismatch, backend: str) -> ChecksumError:

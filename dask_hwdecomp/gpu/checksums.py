@@ -19,39 +19,66 @@ host over the call's host buffers after the synchronisation.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..rounding import round_up
 from .staging import DEVICE_ALIGN
 
-__all__ = ["CrcCheck", "Mismatch", "crc_checks", "CrcRun"]
+__all__ = ["CrcCheck", "CrcChecks", "Mismatch", "crc_checks", "CrcRun"]
 
 
 
-@dataclass(frozen=True)
-class CrcCheck:
-    """One CRC-32 a call checks.
-
-    Attributes
-    ----------
-    index : int
-        The job's index in the placed call.
-    kind : str
-        ``"page"`` (stored page bytes) or ``"gzip"`` (the job's output).
-    offset : int
-        Arena offset of the bytes.
-    size : int
-    expected : int
-    """
+class CrcCheck(NamedTuple):
+    """One row of :class:`CrcChecks` (for reading, not for the call's path)."""
 
     index: int
     kind: str
     offset: int
     size: int
     expected: int
+
+
+@dataclass(frozen=True)
+class CrcChecks:
+    """The CRC-32s a call checks, one row each (numpy arrays of one length).
+
+    Attributes
+    ----------
+    index : int64
+        The job's index in the placed call.
+    page : bool
+        True: the stored page bytes (``"page"``); False: the job's output (``"gzip"``).
+    offset : int64
+        Arena offset of the bytes.
+    size : int64
+    expected : int64
+    """
+
+    index: np.ndarray
+    page: np.ndarray
+    offset: np.ndarray
+    size: np.ndarray
+    expected: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def where(self, mask) -> CrcChecks:
+        """The rows ``mask`` selects."""
+        return CrcChecks(self.index[mask], self.page[mask], self.offset[mask], self.size[mask], self.expected[mask])
+
+    def records(self) -> list[CrcCheck]:
+        """Every row as a :class:`CrcCheck`."""
+        return [CrcCheck(int(self.index[k]), self.kind(k), int(self.offset[k]), int(self.size[k]),
+                         int(self.expected[k])) for k in range(len(self.index))]
+
+    def kind(self, k: int) -> str:
+        """``"page"`` or ``"gzip"``: what row ``k`` checks."""
+        return "page" if self.page[k] else "gzip"
 
 
 @dataclass(frozen=True)
@@ -63,15 +90,18 @@ class Mismatch:
     actual: int
 
 
-def crc_checks(plan) -> list[CrcCheck]:
-    """The CRC-32s of a :class:`~dask_hwdecomp.gpu.staging.Placement`, in job order."""
-    out = []
-    for k, job in enumerate(plan.jobs):
-        if job.page_crc is not None:
-            out.append(CrcCheck(k, "page", int(plan.page_dev[k]), job.page_crc.size, job.page_crc.value))
-        if job.crc32 is not None:
-            out.append(CrcCheck(k, "gzip", int(plan.dst_dev[k]), job.dst_size, job.crc32))
-    return out
+def crc_checks(plan) -> CrcChecks:
+    """The CRC-32s of a :class:`~dask_hwdecomp.gpu.staging.Placement`, in job order (a job's page first)."""
+    r = plan.rows
+    k = np.arange(len(r), dtype=np.int64)
+    pages, gzips = r["page_crc"] >= 0, r["crc32"] >= 0
+    index = np.concatenate([k[pages], k[gzips]])
+    page = np.concatenate([np.ones(int(pages.sum()), bool), np.zeros(int(gzips.sum()), bool)])
+    offset = np.concatenate([plan.page_dev[pages].astype(np.int64), plan.dst_dev[gzips].astype(np.int64)])
+    size = np.concatenate([r["page_crc_size"][pages], r["dst_size"][gzips]])
+    expected = np.concatenate([r["page_crc"][pages], r["crc32"][gzips]])
+    order = np.lexsort((~page, index))
+    return CrcChecks(index[order], page[order], offset[order], size[order], expected[order])
 
 
 class CrcRun:
@@ -79,16 +109,16 @@ class CrcRun:
 
     Parameters
     ----------
-    checks : sequence of CrcCheck
+    checks : CrcChecks
     checksummer : object or None
         Has ``crc32_batch(ptrs, sizes, count, out, max_bytes, stream)`` over
         device arrays (u64 pointers, u64 sizes, u32 results); None computes
         on the host.
     """
 
-    def __init__(self, checks: Sequence[CrcCheck], checksummer):
-        self.checks = list(checks)
-        self.on_device = checksummer is not None and bool(self.checks)
+    def __init__(self, checks: CrcChecks, checksummer):
+        self.checks = checks
+        self.on_device = checksummer is not None and len(checks) > 0
         self._sum = checksummer
         self._host: memoryview | None = None  # set by the launch, read after the synchronisation
 
@@ -116,29 +146,30 @@ class CrcRun:
             return
         m = len(self.checks)
         up = np.frombuffer(host_view, dtype=np.uint64, count=2 * m)
-        up[:m] = np.fromiter((c.offset for c in self.checks), dtype=np.uint64, count=m) + np.uint64(base)
-        up[m:] = np.fromiter((c.size for c in self.checks), dtype=np.uint64, count=m)
+        up[:m] = self.checks.offset.astype(np.uint64) + np.uint64(base)
+        up[m:] = self.checks.size.astype(np.uint64)
         d_out = scratch + round_up(16 * m, DEVICE_ALIGN)
         ops.htod(scratch, host_ptr, 16 * m, stream)
-        self._sum.crc32_batch(scratch, scratch + 8 * m, m, d_out, max(max(c.size for c in self.checks), 1), stream)
+        self._sum.crc32_batch(scratch, scratch + 8 * m, m, d_out, max(int(self.checks.size.max()), 1), stream)
         ops.dtoh(host_ptr + 16 * m, d_out, 4 * m, stream)
         self._host = host_view
 
-    def mismatches(self, host_bytes: Callable[[CrcCheck], memoryview]) -> dict[int, list[Mismatch]]:
+    def mismatches(self, host_bytes: Callable[[int, bool], memoryview]) -> dict[int, list[Mismatch]]:
         """After the synchronisation: per job index, the CRC-32s that do not match.
 
-        ``host_bytes(check)`` gives the checked bytes on the host (used only
-        without a device checksummer).
+        ``host_bytes(index, page)`` gives the checked bytes of the call's job
+        ``index`` on the host (used only without a device checksummer).
         """
-        m = len(self.checks)
+        c = self.checks
+        m = len(c)
         if self.on_device:
             if self._host is None:
                 raise RuntimeError("mismatches() before the device checksums were launched")
-            actual = np.frombuffer(self._host, dtype=np.uint32, count=m, offset=16 * m).tolist()
+            actual = np.frombuffer(self._host, dtype=np.uint32, count=m, offset=16 * m).astype(np.int64)
         else:
-            actual = [zlib.crc32(host_bytes(c)) for c in self.checks]
+            actual = np.fromiter((zlib.crc32(host_bytes(int(i), bool(p))) for i, p in zip(c.index, c.page)),
+                                 dtype=np.int64, count=m)
         out: dict[int, list[Mismatch]] = {}
-        for check, value in zip(self.checks, actual):
-            if value != check.expected:
-                out.setdefault(check.index, []).append(Mismatch(check.kind, check.expected, int(value)))
+        for k in np.flatnonzero(actual != c.expected).tolist():
+            out.setdefault(int(c.index[k]), []).append(Mismatch(c.kind(k), int(c.expected[k]), int(actual[k])))
         return out

@@ -28,12 +28,14 @@ contract on host memory (``tests/standin_hwengine.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
+from ..jobs import ALGOS
 from .hwengine import ALGO_BIT, EngineCallError
 from .stream_runner import Prepared
+
+# Each bitstream's code (its place in ALGOS) to the engine's algorithm bit (0: not the engine's).
+_BITS = np.array([ALGO_BIT.get(a, 0) for a in ALGOS], dtype=np.int32)
 
 __all__ = ["HardwareLauncher", "usable_length"]
 
@@ -72,27 +74,27 @@ class HardwareLauncher:
     def input_align(self, algo) -> int:
         return 1
 
-    def order(self, job) -> int:
+    def order(self, algo) -> int:
         return 0  # one call takes every algorithm
 
     @staticmethod
     def status_text(status: int) -> str:
         return f"the engine call failed with CUresult {status} for this operation"
 
-    def prepare(self, jobs: Sequence, stream) -> Prepared:
-        n = len(jobs)
-        return Prepared(device_bytes=4 * n + 256, host_bytes=4 * n, state=jobs)
+    def prepare(self, rows: np.ndarray, stream) -> Prepared:
+        n = len(rows)
+        return Prepared(device_bytes=4 * n + 256, host_bytes=4 * n, state=rows)
 
-    def launch(self, jobs, stream, src_ptrs, dst_ptrs, scratch: int, host):
-        n = len(jobs)
-        skip = np.fromiter((j.preamble for j in jobs), dtype=np.uint64, count=n)
+    def launch(self, rows, stream, src_ptrs, dst_ptrs, scratch: int, host):
+        n = len(rows)
+        skip = rows["preamble"].astype(np.uint64)
         params = np.zeros(n, dtype=self.driver.params_dtype)
-        params["src_num_bytes"] = np.fromiter((j.src_size for j in jobs), dtype=np.uint64, count=n) - skip
-        params["dst_num_bytes"] = np.fromiter((j.dst_size for j in jobs), dtype=np.uint64, count=n)
+        params["src_num_bytes"] = rows["src_size"].astype(np.uint64) - skip
+        params["dst_num_bytes"] = rows["dst_size"]
         params["dst_act_bytes"] = scratch + 4 * np.arange(n, dtype=np.int64)
         params["src"] = (src_ptrs + skip).astype(np.int64)
         params["dst"] = dst_ptrs.astype(np.int64)
-        params["algo"] = np.fromiter((ALGO_BIT[j.algo] for j in jobs), dtype=np.int32, count=n)
+        params["algo"] = _BITS[rows["algo"]]
         # A slot the engine does not write (a failed operation) must not
         # keep a size from an earlier call.
         self.driver.memset_d32(scratch, 0, n, stream)

@@ -16,12 +16,11 @@ Bitstreams: SNAPPY (raw block), DEFLATE (raw RFC 1951, inputs copied to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from ..jobs import Algo
+from ..jobs import ALGOS, Algo
 from ..rounding import round_up
 from .errors import nvcomp_status_text
 from .staging import DEVICE_ALIGN
@@ -47,7 +46,7 @@ class _Group(NamedTuple):
 class _State(NamedTuple):
     """What :meth:`NvcompLauncher.prepare` hands to :meth:`NvcompLauncher.launch`."""
 
-    jobs: Sequence
+    rows: np.ndarray
     groups: list[_Group]
     temp_bytes: int
     meta_bytes: int
@@ -86,43 +85,38 @@ class NvcompLauncher:
     def input_align(self, algo) -> int:
         return self._align[algo].input
 
-    def order(self, job) -> int:
-        return _ORDER[job.algo]
+    def order(self, algo) -> int:
+        return _ORDER.get(algo, len(_ORDER))
 
     @staticmethod
     def status_text(status: int) -> str:
         return nvcomp_status_text(status)
 
-    def prepare(self, jobs: Sequence, stream) -> Prepared:
-        n = len(jobs)
+    def prepare(self, rows: np.ndarray, stream) -> Prepared:
+        n = len(rows)
         groups: list[_Group] = []
-        start = 0
-        while start < n:
-            algo = jobs[start].algo
-            end = start
-            biggest = total = 0
-            while end < n and jobs[end].algo is algo:
-                biggest = max(biggest, jobs[end].dst_size)
-                total += jobs[end].dst_size
-                end += 1
-            groups.append(_Group(algo, start, end - start, biggest, total))
-            start = end
+        codes, sizes = rows["algo"], rows["dst_size"]
+        heads = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n else np.zeros(0, np.int64)
+        ends = np.r_[heads[1:], n].astype(np.int64)
+        for start, end in zip(heads.tolist(), ends.tolist()):
+            group = sizes[start:end]
+            groups.append(_Group(ALGOS[int(codes[start])], start, end - start, int(group.max()), int(group.sum())))
         temp = 0
         for g in groups:
             temp = max(temp, self.lib.temp_bytes(_FMT[g.algo], g.num_jobs, g.biggest, g.total, stream.handle))
         meta = round_up(32 * n, DEVICE_ALIGN) + round_up(8 * n, DEVICE_ALIGN) + round_up(4 * n, DEVICE_ALIGN)
         return Prepared(device_bytes=meta + temp + 256, host_bytes=32 * n + 12 * n,
-                        state=_State(jobs, groups, temp, meta))
+                        state=_State(rows, groups, temp, meta))
 
     def launch(self, state: _State, stream, src_ptrs, dst_ptrs, scratch: int, host):
-        jobs, temp_bytes, meta = state.jobs, state.temp_bytes, state.meta_bytes
-        n = len(jobs)
+        rows, temp_bytes, meta = state.rows, state.temp_bytes, state.meta_bytes
+        n = len(rows)
         host_ptr, host_view = host
         up = np.frombuffer(host_view, dtype=np.uint64, count=4 * n).reshape(4, n)
         up[0] = src_ptrs
-        up[1] = np.fromiter((j.src_size for j in jobs), dtype=np.uint64, count=n)
+        up[1] = rows["src_size"]
         up[2] = dst_ptrs
-        up[3] = np.fromiter((j.dst_size for j in jobs), dtype=np.uint64, count=n)
+        up[3] = rows["dst_size"]
         d_src, d_src_sizes, d_dst, d_caps = (scratch + k * 8 * n for k in range(4))
         d_actual = scratch + round_up(32 * n, DEVICE_ALIGN)
         d_status = d_actual + round_up(8 * n, DEVICE_ALIGN)

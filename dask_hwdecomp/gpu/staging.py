@@ -20,14 +20,14 @@ another backend of the same read) or the gap exceeds :data:`MAX_GAP`.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+from numba import njit
 
-from ..jobs import Job
+from ..jobs import ALGOS, JOB_DTYPE, Job, JobTable, as_table
 from ..rounding import round_up
 
 __all__ = ["Part", "Copy", "Placement", "place", "MAX_GAP", "DEVICE_ALIGN"]
@@ -40,22 +40,25 @@ DEVICE_ALIGN = 256
 class Part:
     """One caller's share of a call.
 
-    ``protect`` holds sorted, disjoint ``(start, end)`` ranges of ``dst`` that
-    copies back must not touch. ``keep``, a
-    :class:`~dask_hwdecomp.gpu.stream_runner.Keeper`, also keeps the part's
-    outputs on the device when all its jobs succeed.
+    ``jobs`` is a :class:`~dask_hwdecomp.jobs.JobTable` (a sequence of
+    :class:`~dask_hwdecomp.jobs.Job` is made one). ``protect`` holds sorted,
+    disjoint ``(start, end)`` ranges of ``dst`` that copies back must not
+    touch. ``keep``, a :class:`~dask_hwdecomp.gpu.stream_runner.Keeper`,
+    also keeps the part's outputs on the device when all its jobs succeed.
     """
 
-    jobs: Sequence[Job]
+    jobs: JobTable
     src: memoryview
     dst: memoryview
-    protect: Sequence[tuple[int, int]] = ()
+    protect: Any = ()
     owner: Any = None  # whatever the batcher uses to hand results back
     keep: Any = None
+    out_bytes: int = field(init=False)
 
-    @property
-    def out_bytes(self) -> int:
-        return sum(j.dst_size for j in self.jobs)
+    def __post_init__(self) -> None:
+        self.jobs = as_table(self.jobs)
+        self.protect = np.asarray(self.protect, dtype=np.int64).reshape(-1, 2)
+        self.out_bytes = int(self.jobs.rows["dst_size"].sum())
 
 
 class Copy(NamedTuple):
@@ -71,87 +74,99 @@ class Copy(NamedTuple):
     nbytes: int
 
 
-class _Run(NamedTuple):
-    """Host ranges that go in one copy: ``[start, end)`` and the indices of the jobs in it."""
-
-    start: int
-    end: int
-    members: list[int]
-
-
 @dataclass
 class Placement:
     """Where every job of a call lives in the arena (offsets from its base).
 
     Attributes
     ----------
-    jobs : list of Job
-        All jobs of the call, grouped by bitstream (stable within a group).
-    part_of : numpy.ndarray
-        Index of the part each job came from.
+    rows : numpy.ndarray of JOB_DTYPE
+        All jobs of the call, grouped by the launcher's order (stable
+        within a group: by part, then the part's order).
+    part_of, member : numpy.ndarray of int64
+        The part each job came from, and its row in that part's table.
     src_dev, dst_dev : numpy.ndarray of uint64
         Arena offsets of each job's input and output.
     page_dev : numpy.ndarray of uint64
-        Arena offset of each job's page bytes (where ``job.page_crc`` is set).
+        Arena offset of each job's page bytes (where it has a page CRC).
     h2d : list of Copy
         Copies of inputs (and CRC-checked pages) from the parts' ``src``.
     d2h : list of Copy
         Copies of outputs back to the parts' ``dst``.
     nbytes : int
         Arena bytes the inputs and outputs take (scratch goes after).
+    tables : list of JobTable
+        The parts' tables (``job(k)`` reads them).
     """
 
-    jobs: list
+    rows: np.ndarray
     part_of: np.ndarray
+    member: np.ndarray
     src_dev: np.ndarray
     dst_dev: np.ndarray
     page_dev: np.ndarray
     h2d: list[Copy] = field(default_factory=list)
     d2h: list[Copy] = field(default_factory=list)
     nbytes: int = 0
+    tables: list = field(default_factory=list)
+
+    def job(self, k: int) -> Job:
+        """Job ``k`` of the call as a record (for errors and reports)."""
+        return self.tables[int(self.part_of[k])].job(int(self.member[k]))
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Every job of the call as a record, in call order (tests, reports)."""
+        return [self.job(k) for k in range(len(self.rows))]
 
 
-def _runs(ranges: list[tuple[int, int, int]], barrier: Callable[[int, int], bool]) -> Iterator[_Run]:
-    """Group sorted ``(start, end, idx)`` into runs."""
-    run_start = run_end = 0
-    members: list[int] = []  # empty until the first range
-    for start, end, idx in ranges:
-        if members and start - run_end <= MAX_GAP and not barrier(run_end, start):
-            run_end = max(run_end, end)
-            members.append(idx)
-            continue
-        if members:
-            yield _Run(run_start, run_end, members)
-        run_start, run_end, members = start, end, [idx]
-    if members:
-        yield _Run(run_start, run_end, members)
+@njit(nogil=True, cache=True)
+def _run_ids(starts, ends, gap, p_starts, p_ends):  # pragma: no cover - compiled
+    """The run of each of the sorted ranges: a range joins the run before it while it starts
+    within ``gap`` of the run's end and no protected range lies between them."""
+    n = starts.shape[0]
+    ids = np.empty(n, np.int64)
+    run = -1
+    run_end = 0
+    for k in range(n):
+        start, end = starts[k], ends[k]
+        joins = run >= 0 and start - run_end <= gap
+        if joins and p_starts.shape[0]:
+            # any protected range overlapping [run_end, start)?
+            i = np.searchsorted(p_starts, start - 1, side="right") - 1
+            while i >= 0 and p_ends[i] > run_end:
+                if p_starts[i] < start:
+                    joins = False
+                    break
+                i -= 1
+        if joins:
+            if end > run_end:
+                run_end = end
+        else:
+            run += 1
+            run_end = end
+        ids[k] = run
+    return ids
 
 
-def _barrier(protect: Sequence[tuple[int, int]]):
-    starts = [p[0] for p in protect]
-
-    def crosses(a: int, b: int) -> bool:
-        # Any protected range overlapping [a, b)?
-        i = bisect.bisect_right(starts, b - 1) - 1
-        while i >= 0 and protect[i][1] > a:
-            if protect[i][0] < b:
-                return True
-            i -= 1
-        return False
-
-    return crosses if protect else (lambda a, b: False)
+def _runs(starts: np.ndarray, ends: np.ndarray, protect: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group ranges already sorted by start: (run of each, each run's start, each run's end)."""
+    if not len(starts):
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    ids = _run_ids(starts, ends, MAX_GAP, np.ascontiguousarray(protect[:, 0]), np.ascontiguousarray(protect[:, 1]))
+    heads = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    return ids, starts[heads], np.maximum.reduceat(ends, heads)
 
 
-def _input_range(job: Job) -> tuple[int, int]:
-    """Host ``[lo, hi)`` a job needs on the device: its input, and its page if CRC-checked."""
-    lo, hi = job.src_offset, job.src_offset + job.src_size
-    if job.page_crc is not None:
-        lo = min(lo, job.page_crc.offset)
-        hi = max(hi, job.page_crc.offset + job.page_crc.size)
-    return lo, hi
+def _lay_out(sizes: np.ndarray, pos: int) -> tuple[np.ndarray, int]:
+    """Arena offsets of blocks of ``sizes`` bytes laid end to end from ``pos``, each aligned; the end."""
+    steps = (sizes + (DEVICE_ALIGN - 1)) // DEVICE_ALIGN * DEVICE_ALIGN
+    at = pos + np.concatenate([[0], np.cumsum(steps)[:-1]]) if len(sizes) else np.zeros(0, np.int64)
+    return at.astype(np.int64), pos + int(steps.sum())
 
 
-def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Callable[[Job], object]) -> Placement:
+def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Callable[[object], object]) -> Placement:
     """Plan the arena layout and the copies of a call.
 
     Parameters
@@ -160,52 +175,69 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
     input_align : callable
         ``input_align(algo)``: the alignment a bitstream's input needs.
     order : callable
-        Sort key grouping jobs for the launch (usually the bitstream).
+        ``order(algo)``: the sort key grouping jobs for the launch (usually
+        the bitstream).
 
     Returns
     -------
     Placement
     """
-    flat = [(order(j), p, i) for p, part in enumerate(parts) for i, j in enumerate(part.jobs)]
-    flat.sort(key=lambda t: (t[0], t[1], t[2]))  # Python sort is stable; keys total anyway
-    index = {(p, i): k for k, (_, p, i) in enumerate(flat)}
-    n = len(flat)
-    src_dev = np.zeros(n, dtype=np.uint64)
-    dst_dev = np.zeros(n, dtype=np.uint64)
-    page_dev = np.zeros(n, dtype=np.uint64)
-    part_of = np.fromiter((p for _, p, _ in flat), dtype=np.int64, count=n)
-    jobs = [parts[p].jobs[i] for _, p, i in flat]
+    tables = [p.jobs for p in parts]
+    align_of = np.array([input_align(a) for a in ALGOS], dtype=np.int64)
+    keys = [order(a) for a in ALGOS]
+    rank = {k: r for r, k in enumerate(sorted(set(keys)))}
+    rank_of = np.array([rank[k] for k in keys], dtype=np.int64)
+    counts = [len(t) for t in tables]
+    n = sum(counts)
+    part_of = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
+    member = np.concatenate([np.arange(c, dtype=np.int64) for c in counts]) if n else np.zeros(0, np.int64)
+    rows = np.concatenate([t.rows for t in tables]) if n else np.zeros(0, JOB_DTYPE)
+    src_dev = np.zeros(n, dtype=np.int64)
+    dst_dev = np.zeros(n, dtype=np.int64)
+    page_dev = np.zeros(n, dtype=np.int64)
     h2d: list[Copy] = []
     d2h: list[Copy] = []
     pos = 0
+    first = 0
     for p, part in enumerate(parts):
-        runs_in = []
-        for i, job in enumerate(part.jobs):
-            lo, hi = _input_range(job)
-            align = input_align(job.algo)
-            if align > 1:
-                # A copy of its own at an aligned address (no host repack).
-                at = pos + (lo - job.src_offset) % align
-                h2d.append(Copy(p, lo, at, hi - lo))
-                src_dev[index[(p, i)]] = at + job.src_offset - lo
-                if job.page_crc is not None:
-                    page_dev[index[(p, i)]] = at + job.page_crc.offset - lo
-                pos = round_up(at + hi - lo, DEVICE_ALIGN)
-            else:
-                runs_in.append((lo, hi, i))
-        runs_in.sort()
-        for run in _runs(runs_in, lambda a, b: False):
-            h2d.append(Copy(p, run.start, pos, run.end - run.start))
-            for i in run.members:
-                job = part.jobs[i]
-                src_dev[index[(p, i)]] = pos + job.src_offset - run.start
-                if job.page_crc is not None:
-                    page_dev[index[(p, i)]] = pos + job.page_crc.offset - run.start
-            pos = round_up(pos + run.end - run.start, DEVICE_ALIGN)
-        outs = sorted((j.dst_offset, j.dst_offset + j.dst_size, i) for i, j in enumerate(part.jobs))
-        for run in _runs(outs, _barrier(part.protect)):
-            d2h.append(Copy(p, run.start, pos, run.end - run.start))
-            for i in run.members:
-                dst_dev[index[(p, i)]] = pos + part.jobs[i].dst_offset - run.start
-            pos = round_up(pos + run.end - run.start, DEVICE_ALIGN)
-    return Placement(jobs, part_of, src_dev, dst_dev, page_dev, h2d, d2h, pos)
+        r = part.jobs.rows
+        here = slice(first, first + len(r))
+        first += len(r)
+        so, ss = r["src_offset"], r["src_size"]
+        checked = r["page_crc"] >= 0
+        po, ps = r["page_crc_offset"], r["page_crc_size"]
+        lo = np.where(checked, np.minimum(so, po), so)
+        hi = np.where(checked, np.maximum(so + ss, po + ps), so + ss)
+        align = align_of[r["algo"]] if len(r) else np.zeros(0, np.int64)
+        s_dev, p_dev = np.zeros(len(r), np.int64), np.zeros(len(r), np.int64)
+        # A copy of its own at an aligned address (no host repack).
+        own = np.flatnonzero(align > 1)
+        if len(own):
+            skew = (lo[own] - so[own]) % align[own]
+            base, pos = _lay_out(skew + hi[own] - lo[own], pos)
+            at = base + skew
+            h2d.extend(Copy(p, int(a), int(b), int(c)) for a, b, c in zip(lo[own], at, hi[own] - lo[own]))
+            s_dev[own] = at + so[own] - lo[own]
+            p_dev[own] = at + po[own] - lo[own]
+        rest = np.flatnonzero(align <= 1)
+        if len(rest):
+            order_in = rest[np.lexsort((rest, hi[rest], lo[rest]))]
+            ids, starts, ends = _runs(lo[order_in], hi[order_in], np.zeros((0, 2), np.int64))
+            at, pos = _lay_out(ends - starts, pos)
+            h2d.extend(Copy(p, int(a), int(b), int(c)) for a, b, c in zip(starts, at, ends - starts))
+            run_at = at[ids] - starts[ids]
+            s_dev[order_in] = run_at + so[order_in]
+            p_dev[order_in] = run_at + po[order_in]
+        d_dev = np.zeros(len(r), np.int64)
+        if len(r):
+            do, de = r["dst_offset"], r["dst_offset"] + r["dst_size"]
+            outs = np.lexsort((np.arange(len(r)), de, do))
+            ids, starts, ends = _runs(do[outs], de[outs], part.protect)
+            at, pos = _lay_out(ends - starts, pos)
+            d2h.extend(Copy(p, int(a), int(b), int(c)) for a, b, c in zip(starts, at, ends - starts))
+            d_dev[outs] = at[ids] - starts[ids] + do[outs]
+        src_dev[here], dst_dev[here], page_dev[here] = s_dev, d_dev, np.where(checked, p_dev, 0)
+    # The call's order: by the launcher's key, then part, then the part's own order.
+    flat = np.lexsort((member, part_of, rank_of[rows["algo"]])) if n else np.zeros(0, np.int64)
+    return Placement(rows[flat], part_of[flat], member[flat], src_dev[flat].astype(np.uint64),
+                     dst_dev[flat].astype(np.uint64), page_dev[flat].astype(np.uint64), h2d, d2h, pos, tables)

@@ -49,12 +49,17 @@ _UNTRUSTED = "not trusted: its call failed twice, and a failed engine operation 
 @dataclass
 class Failure:
     """A job whose output is wrong: its actual size, the status text if any,
-    and the CRC-32 that did not match if one did (which then explains it)."""
+    and the CRC-32 that did not match if one did (which then explains it).
+
+    ``index`` is the job's position in its caller's table
+    (:attr:`JobTable.index <dask_hwdecomp.jobs.JobTable>`): the caller's order.
+    """
 
     job: object
     actual: int
     status: str | None
     checksum: Mismatch | None = None
+    index: int = 0
 
 
 class Prepared(NamedTuple):
@@ -78,10 +83,11 @@ class Launcher(Protocol):
 
     def input_align(self, algo) -> int: ...
 
-    def order(self, job) -> object: ...
+    def order(self, algo) -> object: ...
 
-    def prepare(self, jobs: Sequence, stream) -> Prepared:
-        """The scratch ``jobs`` need, and the state :meth:`launch` takes."""
+    def prepare(self, rows: np.ndarray, stream) -> Prepared:
+        """The scratch the jobs ``rows`` (:data:`~dask_hwdecomp.jobs.JOB_DTYPE`, call order) need,
+        and the state :meth:`launch` takes."""
         ...
 
     def launch(self, state, stream, src_ptrs: np.ndarray, dst_ptrs: np.ndarray,
@@ -177,12 +183,14 @@ class StreamRunner:
             return failures
         for k in outcome.keeps:  # the run may have written over any output
             parts[k.part].keep.release(k.block)
-        failed = {id(f.job) for fs in failures for f in fs}
-        again = [Part([j for j in part.jobs if id(j) not in failed], part.src, part.dst, part.protect)
-                 for part in parts]
+        again = []
+        for part, fs in zip(parts, failures):
+            failed = np.array([f.index for f in fs], dtype=np.int64)
+            again.append(Part(part.jobs.take(~np.isin(part.jobs.index, failed)), part.src, part.dst, part.protect))
         if any(self._run_once(again).failures):
             for part, fs in zip(again, failures):
-                fs.extend(Failure(j, -1, _UNTRUSTED) for j in part.jobs)
+                fs.extend(Failure(part.jobs.job(i), -1, _UNTRUSTED, None, int(part.jobs.index[i]))
+                          for i in range(len(part.jobs)))
         return failures
 
     def _hand_over(self, parts: Sequence[Part], outcome: _Outcome) -> None:
@@ -192,8 +200,9 @@ class StreamRunner:
             if outcome.failures[k.part]:
                 part.keep.release(k.block)
                 continue
-            outputs = np.array([(j.dst_offset, j.dst_size) for j in part.jobs if j.dst_size],
-                               dtype=np.int64).reshape(-1, 2)
+            r = part.jobs.rows
+            sized = r["dst_size"] > 0
+            outputs = np.stack([r["dst_offset"][sized], r["dst_size"][sized]], axis=1).astype(np.int64)
             part.keep.keep(k.block, k.spans, outputs)
 
     def _queue_keeps(self, parts: Sequence[Part], d2h: Sequence, data: int, keeps: list[_Keeping]) -> None:
@@ -227,15 +236,16 @@ class StreamRunner:
         launcher = self.launcher
         failures: list[list[Failure]] = [[] for _ in parts]
         plan = place(parts, launcher.input_align, launcher.order)
-        n = len(plan.jobs)
+        rows = plan.rows
+        n = len(rows)
         if not n:
             return _Outcome(failures, keeps)
-        prepared = launcher.prepare(plan.jobs, stream)
+        prepared = launcher.prepare(rows, stream)
         dev_bytes, host_bytes, state = prepared.device_bytes, prepared.host_bytes, prepared.state
         checks = crc_checks(plan)
         checksummer = getattr(ops, "checksummer", None)
-        pages = CrcRun([c for c in checks if c.kind == "page"], checksummer)
-        outputs = CrcRun([c for c in checks if c.kind != "page"], checksummer)
+        pages = CrcRun(checks.where(checks.page), checksummer)
+        outputs = CrcRun(checks.where(~checks.page), checksummer)
         # Arena: the launcher's scratch and each CRC run's, then the inputs
         # and outputs, then the launcher's guard (see the module docstring).
         pages_dev = round_up(dev_bytes, DEVICE_ALIGN)
@@ -250,11 +260,13 @@ class StreamRunner:
         src_addr = [address_of(p.src) for p in parts]
         dst_addr = [address_of(p.dst) for p in parts]
 
-        def host_bytes_of(check):
-            job, part = plan.jobs[check.index], parts[int(plan.part_of[check.index])]
-            if check.kind == "page":
-                return part.src[job.page_crc.offset : job.page_crc.offset + job.page_crc.size]
-            return part.dst[job.dst_offset : job.dst_offset + job.dst_size]
+        def host_bytes_of(k: int, page: bool):
+            row, part = rows[k], parts[int(plan.part_of[k])]
+            if page:
+                at = int(row["page_crc_offset"])
+                return part.src[at : at + int(row["page_crc_size"])]
+            at = int(row["dst_offset"])
+            return part.dst[at : at + int(row["dst_size"])]
 
         for c in plan.h2d:
             if c.nbytes:
@@ -262,23 +274,22 @@ class StreamRunner:
         src_ptrs = plan.src_dev + np.uint64(data)
         dst_ptrs = plan.dst_dev + np.uint64(data)
         bad_pages: dict = {}
-        if pages.checks:
+        if len(pages.checks):
             # verify_checksums: the page CRC-32s first, and only pages whose
             # stored bytes are intact reach the decoder (corrupt content can
             # hang nvCOMP); one more synchronisation, only in this mode.
             pages.launch(ops, stream, data, base + pages_dev, host_ptr + pages_host, host_view[pages_host:])
             ops.synchronize(stream)
             bad_pages = pages.mismatches(host_bytes_of)
-        keep = np.array([k for k in range(n) if k not in bad_pages], dtype=np.int64)
-        if bad_pages and len(keep):
-            sub = [plan.jobs[k] for k in keep]
-            again = launcher.prepare(sub, stream)
-            if again.device_bytes <= dev_bytes and again.host_bytes <= host_bytes:  # fits the scratch reserved
-                state = again.state
-            else:  # decode them all: the page CRC still names the bad ones
-                keep = np.arange(n, dtype=np.int64)
-        elif not bad_pages:
-            keep = np.arange(n, dtype=np.int64)
+        keep = np.arange(n, dtype=np.int64)
+        if bad_pages:
+            keep = np.setdiff1d(keep, np.fromiter(bad_pages, dtype=np.int64, count=len(bad_pages)))
+            if len(keep):
+                again = launcher.prepare(rows[keep], stream)
+                if again.device_bytes <= dev_bytes and again.host_bytes <= host_bytes:  # fits the scratch reserved
+                    state = again.state
+                else:  # decode them all: the page CRC still names the bad ones
+                    keep = np.arange(n, dtype=np.int64)
         collect = None
         if len(keep):
             collect = launcher.launch(state, stream, src_ptrs[keep], dst_ptrs[keep], base, host)
@@ -296,15 +307,16 @@ class StreamRunner:
         mismatched = outputs.mismatches(host_bytes_of) if collect is not None else {}
         for k, found in bad_pages.items():
             mismatched.setdefault(k, []).extend(found)
-        expected = np.fromiter((j.dst_size for j in plan.jobs), dtype=np.int64, count=n)
-        bad = set(np.nonzero((actual.astype(np.int64) != expected) | (status != 0))[0].tolist())
+        bad = set(np.flatnonzero((actual.astype(np.int64) != rows["dst_size"]) | (status != 0)).tolist())
         for k in sorted(bad | set(mismatched)):
             text = launcher.status_text(int(status[k])) if status[k] != 0 else None
             found = {m.kind: m for m in mismatched.get(k, ())}
             # Bad stored bytes explain everything after them; a gzip CRC
             # speaks only for an output of the right size.
             why = found.get("page") or (None if k in bad else found.get("gzip"))
-            failures[int(plan.part_of[k])].append(Failure(plan.jobs[k], int(actual[k]), text, why))
+            p, i = int(plan.part_of[k]), int(plan.member[k])
+            table = parts[p].jobs
+            failures[p].append(Failure(table.job(i), int(actual[k]), text, why, int(table.index[i])))
         return _Outcome(failures, keeps)
 
     def stats(self) -> dict:

@@ -23,15 +23,14 @@ import json
 import os
 import socket
 import struct
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import HwdecompError, PageLocation
-from ..jobs import Algo, Job, PageCrc
+from ..errors import HwdecompError
+from ..jobs import ALGOS, JOB_DTYPE, Job, JobTable, as_table
 
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
@@ -44,10 +43,7 @@ MAX_JSON_BYTES = 1 << 20
 MAX_BLOB_BYTES = 1 << 30
 MAX_FDS = 8
 
-ALGOS = list(Algo)
-_CODE = {a: i for i, a in enumerate(ALGOS)}
-JOB_FIELDS = ("algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble",
-              "page_crc_offset", "page_crc_size", "page_crc")
+JOB_FIELDS = JOB_DTYPE.names
 _U32 = 1 << 32
 
 
@@ -393,16 +389,9 @@ def _close(fd: int) -> None:
 
 # -- jobs ----------------------------------------------------------------------
 
-def pack_jobs(jobs: Sequence[Job]) -> bytes:
+def pack_jobs(jobs: Sequence[Job] | JobTable) -> bytes:
     """Jobs as an (n, 10) int64 array of :data:`JOB_FIELDS`; a CRC absent is -1."""
-    arr = np.empty((len(jobs), len(JOB_FIELDS)), dtype=np.int64)
-    for i, j in enumerate(jobs):
-        pc = j.page_crc
-        arr[i] = (_CODE[j.algo], j.src_offset, j.src_size, j.dst_offset, j.dst_size,
-                  -1 if j.crc32 is None else j.crc32, j.preamble,
-                  0 if pc is None else pc.offset, 0 if pc is None else pc.size,
-                  -1 if pc is None else pc.value)
-    return arr.tobytes()
+    return as_table(jobs).to_bytes()
 
 
 def pack_protect(ranges: Sequence[tuple[int, int]]) -> bytes:
@@ -410,12 +399,13 @@ def pack_protect(ranges: Sequence[tuple[int, int]]) -> bytes:
     return np.asarray(ranges, dtype=np.int64).reshape(-1, 2).tobytes()
 
 
-def unpack_jobs(run: Run, blob: bytes) -> tuple[list[Job], list[tuple[int, int]]]:
+def unpack_jobs(run: Run, blob: bytes) -> tuple[JobTable, np.ndarray]:
     """The jobs and protected ranges of a :class:`Run`, every one checked.
 
-    Each job's location is its index in the caller's list (``page``): an
-    error the service raises carries the index back and the caller names
-    the page.
+    The jobs are a :class:`~dask_hwdecomp.jobs.JobTable` viewing ``blob``
+    (no copy, no record per job); each job's location is its index in the
+    caller's list (``page``): an error the service raises carries the index
+    back and the caller names the page. The ranges are an (n, 2) int64 array.
 
     Raises
     ------
@@ -428,11 +418,13 @@ def unpack_jobs(run: Run, blob: bytes) -> tuple[list[Job], list[tuple[int, int]]
     want = 8 * (run.njobs * len(JOB_FIELDS) + 2 * run.nprotect)
     if len(blob) != want:
         raise WireError(f"a run of {run.njobs} jobs and {run.nprotect} ranges carried {len(blob)} bytes, not {want}")
-    table = np.frombuffer(blob, dtype=np.int64, count=run.njobs * len(JOB_FIELDS)).reshape(-1, len(JOB_FIELDS))
-    ranges = np.frombuffer(blob, dtype=np.int64, offset=table.nbytes).reshape(-1, 2)
+    jobs = JobTable.from_bytes(blob, run.njobs)
+    ranges = np.frombuffer(blob, dtype=np.int64, offset=jobs.rows.nbytes).reshape(-1, 2)
     src_n, dst_n = run.src_nbytes, run.dst_nbytes
-    if len(table):
-        a, so, ss, do, ds, crc, pre, po, ps, pcrc = table.T
+    if len(jobs):
+        r = jobs.rows
+        a, so, ss, do, ds = r["algo"], r["src_offset"], r["src_size"], r["dst_offset"], r["dst_size"]
+        crc, pre, po, ps, pcrc = r["crc32"], r["preamble"], r["page_crc_offset"], r["page_crc_size"], r["page_crc"]
         checks = {
             "an unknown bitstream": (a < 0) | (a >= len(ALGOS)),
             "a source range outside the source buffer": (so < 0) | (ss < 0) | (so > src_n - ss),
@@ -446,23 +438,4 @@ def unpack_jobs(run: Run, blob: bytes) -> tuple[list[Job], list[tuple[int, int]]
                 raise WireError(f"job {int(np.argmax(bad))} has {what}")
     if len(ranges) and ((ranges[:, 0] < 0) | (ranges[:, 1] < ranges[:, 0]) | (ranges[:, 1] > dst_n)).any():
         raise WireError("a protected range lies outside the destination buffer")
-    locations = _index_locations(len(table))
-    jobs = [
-        Job(ALGOS[a], so, ss, do, ds, 0, locations[i], None if crc < 0 else crc, pre,
-            None if pcrc < 0 else PageCrc(po, ps, pcrc))
-        for i, (a, so, ss, do, ds, crc, pre, po, ps, pcrc) in enumerate(table.tolist())
-    ]
-    return jobs, [(int(lo), int(hi)) for lo, hi in ranges.tolist()]
-
-
-# ``PageLocation(page=i)`` for every index seen so far: locations are frozen,
-# so every run shares them rather than making one per job.
-_LOCATIONS: list[PageLocation] = []
-_LOCATIONS_LOCK = threading.Lock()
-
-
-def _index_locations(n: int) -> list[PageLocation]:
-    if len(_LOCATIONS) < n:
-        with _LOCATIONS_LOCK:
-            _LOCATIONS.extend(PageLocation(page=i) for i in range(len(_LOCATIONS), n))
-    return _LOCATIONS
+    return jobs, ranges
