@@ -111,18 +111,22 @@ class JobTable:
     locations : sequence of PageLocation, optional
         Indexed by ``index``; default ``PageLocation(page=index)`` (the
         service's jobs: the client names the page).
+    pages : numpy.ndarray of int64, optional
+        A page number per row, the same for the jobs of one page (reports
+        count pages by it); default: a page a job.
     """
 
-    __slots__ = ("rows", "index", "codecs", "locations")
+    __slots__ = ("rows", "index", "codecs", "locations", "pages")
 
     def __init__(self, rows: np.ndarray, index: np.ndarray | None = None, codecs: np.ndarray | None = None,
-                 locations: Sequence[PageLocation] | None = None):
+                 locations: Sequence[PageLocation] | None = None, pages: np.ndarray | None = None):
         if rows.dtype != JOB_DTYPE:
             raise TypeError(f"a job table's rows are {JOB_DTYPE}, not {rows.dtype}")
         self.rows = rows
         self.index = np.arange(len(rows), dtype=np.int64) if index is None else index
         self.codecs = codecs
         self.locations = locations
+        self.pages = self.index if pages is None else pages
 
     @classmethod
     def from_jobs(cls, jobs: Sequence[Job]) -> JobTable:
@@ -137,7 +141,10 @@ class JobTable:
                        0 if pc is None else pc.offset, 0 if pc is None else pc.size,
                        -1 if pc is None else pc.value)
         codecs = np.fromiter((j.codec for j in jobs), dtype=np.int64, count=n)
-        return cls(rows, None, codecs, [j.location for j in jobs])
+        locations = [j.location for j in jobs]
+        numbers: dict = {}
+        pages = np.fromiter((numbers.setdefault(loc, len(numbers)) for loc in locations), dtype=np.int64, count=n)
+        return cls(rows, None, codecs, locations, pages)
 
     @classmethod
     def from_bytes(cls, blob, count: int) -> JobTable:
@@ -160,7 +167,7 @@ class JobTable:
     def take(self, which) -> JobTable:
         """The rows ``which`` selects (a slice, an index array or a mask), their origins kept."""
         codecs = None if self.codecs is None else self.codecs[which]
-        return JobTable(self.rows[which], self.index[which], codecs, self.locations)
+        return JobTable(self.rows[which], self.index[which], codecs, self.locations, self.pages[which])
 
     def column(self, name: str) -> np.ndarray:
         """One field of every row."""

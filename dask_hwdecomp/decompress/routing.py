@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
 from ..format.structs import CODEC_NAMES
-from ..jobs import Algo, Job
+from ..jobs import ALGOS, Algo, Job, JobTable, as_table
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from ..service.rundir import ServiceUnreachable
@@ -172,7 +172,42 @@ class Router:
             f"no backend accepts a {job.algo.value} job of {job.dst_size} bytes", job.location
         )
 
-    def run(self, jobs: Sequence[Job], src: memoryview, dst: memoryview, report: ReadReport) -> None:
+    def _assign(self, table: JobTable) -> tuple[dict[int, Any], dict[int, JobTable]]:
+        """Each job to the first of its bitstream's backends that takes its size (:meth:`backend_for`).
+
+        Returns ``({key: backend}, {key: its jobs})`` in the order of their
+        first jobs.
+
+        Raises
+        ------
+        BackendUnavailableError
+            No backend takes a job (the first such job is named).
+        """
+        codes, sizes = table.algo_codes(), table.rows["dst_size"]
+        owner = np.full(len(table), -1, dtype=np.int64)
+        chosen: list = []
+        for code in np.unique(codes).tolist():
+            todo = codes == code
+            for backend in self._candidates[ALGOS[code]]:
+                fits = todo if backend.max_job_bytes is None else todo & (sizes <= backend.max_job_bytes)
+                if fits.any():
+                    slot = next((i for i, b in enumerate(chosen) if b is backend), len(chosen))
+                    if slot == len(chosen):
+                        chosen.append(backend)
+                    owner[fits] = slot
+                    todo = todo & ~fits
+        if (owner < 0).any():
+            self.backend_for(table.job(int(np.argmax(owner < 0))))  # raises, naming the job
+        first = {int(slot): at for at, slot in zip(*np.unique(owner, return_index=True)[::-1])}
+        backends: dict[int, Any] = {}
+        groups: dict[int, JobTable] = {}
+        for slot in sorted(first, key=first.get):
+            backend = chosen[slot]
+            backends[id(backend)] = backend
+            groups[id(backend)] = table.take(owner == slot)
+        return backends, groups
+
+    def run(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview, report: ReadReport) -> None:
         """Decompress a batch's ``jobs``, one ``decompress`` per backend; fill ``report``.
 
         Raises
@@ -186,14 +221,8 @@ class Router:
         """
         for name, why in self.unreachable.items():
             report.unreachable.setdefault(name, why)
-        backends: dict[int, Any] = {}
-        groups: dict[int, list[Job]] = {}
-        for job in jobs:
-            backend = self.backend_for(job)
-            key = id(backend)
-            if key not in groups:
-                backends[key], groups[key] = backend, []
-            groups[key].append(job)
+        table = as_table(jobs)
+        backends, groups = self._assign(table)
         # One backend after the other, GPU groups first and the CPU last:
         # each call returns only when its outputs are in dst, so the groups
         # do not overlap (a CPU group waits for the GPU call before it).
@@ -204,11 +233,9 @@ class Router:
                 if getattr(backend, "overwrites_gaps", False) and len(groups) > 1:
                     # A GPU backend copies outputs back in runs that include
                     # the bytes between them: keep other backends' outputs out.
-                    others = sorted(
-                        (j.dst_offset, j.dst_offset + j.dst_size)
-                        for k, g in groups.items() if k != key for j in g
-                    )
-                    redone = backend.decompress(group, src, dst, protect=others)
+                    rows = np.concatenate([g.rows for k, g in groups.items() if k != key])
+                    others = np.stack([rows["dst_offset"], rows["dst_offset"] + rows["dst_size"]], axis=1)
+                    redone = backend.decompress(group, src, dst, protect=others[np.lexsort(others.T[::-1])])
                 else:
                     redone = backend.decompress(group, src, dst)
                 if redone:
@@ -236,25 +263,13 @@ class Router:
         report.batches += 1
 
 
-@dataclass
-class _CodecTotals:
-    """What one backend call did for one codec."""
-
-    pages: set = field(default_factory=set)  # their locations: a page of several jobs counts once
-    jobs: int = 0
-    compressed_bytes: int = 0
-    uncompressed_bytes: int = 0
-
-
-def _account(report: ReadReport, backend: str, jobs: Sequence[Job], seconds: float) -> None:
-    per_codec: dict[str, _CodecTotals] = defaultdict(_CodecTotals)
-    for job in jobs:
-        t = per_codec[CODEC_NAMES.get(job.codec, str(job.codec))]
-        t.pages.add(job.location)
-        t.jobs += 1
-        t.compressed_bytes += job.src_size
-        t.uncompressed_bytes += job.dst_size
-    total = sum(j.dst_size for j in jobs) or 1
-    for codec, t in per_codec.items():
-        report.add_jobs(backend, codec, len(t.pages), t.jobs, t.compressed_bytes, t.uncompressed_bytes,
-                        seconds * t.uncompressed_bytes / total)
+def _account(report: ReadReport, backend: str, jobs: JobTable, seconds: float) -> None:
+    r = jobs.rows
+    codecs = jobs.codecs if jobs.codecs is not None else np.zeros(len(r), np.int64)
+    total = int(r["dst_size"].sum()) or 1
+    for codec in np.unique(codecs).tolist():
+        mine = codecs == codec
+        ubytes = int(r["dst_size"][mine].sum())
+        # a page of several jobs counts once
+        report.add_jobs(backend, CODEC_NAMES.get(codec, str(codec)), len(np.unique(jobs.pages[mine])),
+                        int(mine.sum()), int(r["src_size"][mine].sum()), ubytes, seconds * ubytes / total)

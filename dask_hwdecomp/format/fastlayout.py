@@ -5,8 +5,9 @@ uncompressed images' plan (:class:`BatchLayout`): the jobs to decompress,
 and a :meth:`BatchLayout.fill` that writes headers, stored bytes and
 footers around their outputs. The per-page work runs in
 :mod:`~dask_hwdecomp.format.kernels` (two calls per batch, GIL released);
-Python runs per chunk (footer entries) and per job (the ``Job`` records
-the backends take).
+Python runs per chunk (footer entries) and per file (footers); the jobs
+are a :class:`~dask_hwdecomp.jobs.JobTable` built in array operations, no
+``Job`` record per page.
 
 The Python path (:func:`~dask_hwdecomp.format.pages.scan_chunk` and
 :func:`~dask_hwdecomp.format.layout.build_layout`) is the reference:
@@ -29,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import HwdecompError, PageLocation
-from ..jobs import Algo, Job, PageCrc
+from ..jobs import ALGOS, JOB_DTYPE, Job, JobTable
 from ..rounding import round_up
 from .codecs import plan_body
 from .footer import Footer
@@ -49,7 +50,6 @@ from .thrift import Limits
 __all__ = ["ChunkSpec", "FileSpec", "ImagePlan", "BatchLayout", "lay_out_batch", "reference_layout", "load_kernels"]
 
 # Indexed by the kernels' algorithm codes (kernels.A_*).
-ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.GZIP, Algo.LZ4, Algo.ZSTD, Algo.BROTLI)
 _ALGO_CODE = {a: i for i, a in enumerate(ALGOS)}
 
 
@@ -89,7 +89,8 @@ class BatchLayout:
     Attributes
     ----------
     images : list of ImagePlan
-    jobs : list of Job
+    jobs : JobTable or list of Job
+        A table from the compiled kernels, records from the reference.
     size : int
         Bytes of destination buffer the batch needs.
     fast : bool
@@ -99,7 +100,7 @@ class BatchLayout:
     """
 
     images: list[ImagePlan]
-    jobs: list[Job]
+    jobs: JobTable | list[Job]
     size: int
     fast: bool
     writer: Callable[[memoryview, memoryview], None] = field(repr=False)
@@ -307,42 +308,57 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     return BatchLayout(images, job_list, base, True, fill)
 
 
-def _jobs(placed, pages, file_base, slot_file, slot_chunk, cres, bases, chunks, verify_checksums) -> list[Job]:
-    """The ``Job`` records of the placed jobs (the one Python step per job).
+class _JobLocations:
+    """The page of each job of a fast layout, made when asked (errors name one page, reports none)."""
+
+    __slots__ = ("where_of", "chunk", "ordinal")
+
+    def __init__(self, where_of: list, chunk: np.ndarray, ordinal: np.ndarray):
+        self.where_of, self.chunk, self.ordinal = where_of, chunk, ordinal
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+    def __getitem__(self, i: int) -> PageLocation:
+        w = self.where_of[int(self.chunk[i])]
+        return PageLocation(w.file, w.row_group, w.column, int(self.ordinal[i]))
+
+
+def _jobs(placed, pages, file_base, slot_file, slot_chunk, cres, bases, chunks, verify_checksums) -> JobTable:
+    """The job table of the placed jobs (array operations; no record per job).
 
     With ``verify_checksums`` the first job of a page carries the page's
     CRC-32 (``Job.page_crc``), as :func:`~dask_hwdecomp.format.layout.build_layout` gives it.
     """
     from . import kernels as K  # numba loads on first use, not with the package
 
-    if not len(placed):
-        return []
+    n = len(placed)
+    rows = np.zeros(n, dtype=JOB_DTYPE)
+    if not n:
+        return JobTable(rows, codecs=np.zeros(0, np.int64), locations=_JobLocations([], rows["algo"], rows["algo"]))
     slot = placed[:, K.PJ_SLOT]
     page = placed[:, K.PJ_PAGE]
     chunk = slot_chunk[slot]
-    dst = placed[:, K.J_DST] + file_base[slot_file[slot]]
+    rows["algo"] = placed[:, K.J_ALGO]
+    rows["src_offset"] = placed[:, K.J_SRC]
+    rows["src_size"] = placed[:, K.J_SRCSIZE]
+    rows["dst_offset"] = placed[:, K.J_DST] + file_base[slot_file[slot]]
+    rows["dst_size"] = placed[:, K.J_DSTSIZE]
+    rows["crc32"] = np.where(placed[:, K.J_CRC] < 0, -1, placed[:, K.J_CRC])
+    rows["preamble"] = placed[:, K.J_PRE]
+    rows["page_crc"] = -1
+    # the jobs of one page (placed once per slot) are consecutive
+    first = np.r_[True, (slot[1:] != slot[:-1]) | (page[1:] != page[:-1])]
+    if verify_checksums:
+        checked = np.flatnonzero(first & (pages[page, K.P_HASCRC] != 0))
+        p, c = page[checked], chunk[checked]
+        rows["page_crc_offset"][checked] = bases[c] + pages[p, K.P_BSTART]
+        rows["page_crc_size"][checked] = pages[p, K.P_CSIZE]
+        rows["page_crc"][checked] = pages[p, K.P_CRC]
+    codecs = np.array([ch.rng.codec for ch in chunks], dtype=np.int64)[chunk]
     ordinal = page - cres[chunk, K.C_PLO]
-    codec_of = [ch.rng.codec for ch in chunks]
-    where_of = [ch.where for ch in chunks]
-    out: list[Job] = []
-    append = out.append
-    prev_s = prev_p = -1
-    loc: PageLocation  # set by the first job: its page is always a new one
-    for algo, src, size, d, dsize, crc, pre, c, o, s, p in zip(
-        placed[:, K.J_ALGO].tolist(), placed[:, K.J_SRC].tolist(), placed[:, K.J_SRCSIZE].tolist(),
-        dst.tolist(), placed[:, K.J_DSTSIZE].tolist(), placed[:, K.J_CRC].tolist(), placed[:, K.J_PRE].tolist(),
-        chunk.tolist(), ordinal.tolist(), slot.tolist(), page.tolist(),
-    ):
-        checked = None
-        if s != prev_s or p != prev_p:  # the jobs of one page (placed once per slot) are consecutive
-            w = where_of[c]
-            loc = PageLocation(w.file, w.row_group, w.column, o)
-            prev_s, prev_p = s, p
-            if verify_checksums and pages[p, K.P_HASCRC]:
-                checked = PageCrc(int(bases[c] + pages[p, K.P_BSTART]), int(pages[p, K.P_CSIZE]),
-                                  int(pages[p, K.P_CRC]))
-        append(Job(ALGOS[algo], src, size, d, dsize, codec_of[c], loc, None if crc < 0 else crc, pre, checked))
-    return out
+    locations = _JobLocations([ch.where for ch in chunks], chunk, ordinal)
+    return JobTable(rows, codecs=codecs, locations=locations, pages=np.cumsum(first) - 1)
 
 
 def _check_crcs(src, pages, cres, bases, placed_chunks) -> None:

@@ -71,7 +71,7 @@ from ..errors import (
     PageLocation,
 )
 from ..gpu.errors import CudaError, NvcompError
-from ..jobs import Algo, Job
+from ..jobs import ALGOS, Algo, Job, JobTable, as_table
 from ..options import Options
 from . import wire
 from .keeping import KeptRuns
@@ -620,7 +620,7 @@ class ServiceBackend:
             self._local.kept = saved
             kept.drop_all()
 
-    def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview,
+    def decompress(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview,
                    protect: Sequence[tuple[int, int]] = ()) -> int:
         """Decompress ``jobs`` in the service; outputs are in ``dst`` on return.
 
@@ -639,11 +639,13 @@ class ServiceBackend:
         ServiceUnreachable
             No service can be reached or started (nothing was decompressed).
         """
-        if not jobs:
+        jobs = as_table(jobs)
+        if not len(jobs):
             return 0
-        for job in jobs:
-            if job.algo not in self.algorithms:
-                raise CorruptPageError(f"{job.algo.value} is not decoded by {self.name}", job.location)
+        mine = np.isin(jobs.algo_codes(), [ALGOS.index(a) for a in self.algorithms])
+        if not mine.all():
+            job = jobs.job(int(np.argmax(~mine)))
+            raise CorruptPageError(f"{job.algo.value} is not decoded by {self.name}", job.location)
         staged: list[SharedBuffer] = []
         try:
             src_ref = self._ref(src, staged, copy_in=True)
@@ -654,7 +656,7 @@ class ServiceBackend:
             kept = getattr(self._local, "kept", None) if dst_ref.staged is None else None
             request = _Request(src_ref, dst_ref, wire.pack_jobs(jobs) + wire.pack_protect(protect),
                                len(jobs), len(protect), kept)
-            nbytes = sum(j.src_size + j.dst_size for j in jobs)
+            nbytes = int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())
             deadline = self.options.gpu_timeout_s + nbytes / _DEADLINE_BYTES_PER_S
             outcome = self._attempt(jobs, request, deadline)
             if isinstance(outcome, _Failure):  # raises unless a retry succeeds
