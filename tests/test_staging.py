@@ -57,3 +57,12 @@ def test_outputs_far_apart_or_across_a_protected_range_come_back_in_separate_cop
     assert [(c.host_offset, c.nbytes) for c in plan.d2h] == [(0, 300), (400, 100), (far, 100)]
     assert bytes(dst[300:400]) == before
     assert [(c.part, c.host_offset, c.nbytes) for c in plan.h2d] == [(0, 0, 40)]
+
+
+def test_a_launcher_is_asked_only_about_the_bitstreams_of_the_call():
+    """nvCOMP's launcher knows alignments for its own bitstreams only (GZIP and BROTLI are the CPU's)."""
+    known = {Algo.SNAPPY: 1, Algo.ZSTD: 1}
+    jobs = [Job(Algo.ZSTD, 0, 10, 0, 100, 1, None), Job(Algo.SNAPPY, 10, 10, 100, 100, 1, None)]
+    plan = place([Part(jobs, memoryview(bytearray(100)), memoryview(bytearray(300)))],
+                 lambda algo: known[algo], lambda algo: {Algo.SNAPPY: 0, Algo.ZSTD: 3}[algo])
+    assert [job.algo for job in plan.jobs] == [Algo.SNAPPY, Algo.ZSTD]

@@ -183,10 +183,15 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
     Placement
     """
     tables = [p.jobs for p in parts]
-    align_of = np.array([input_align(a) for a in ALGOS], dtype=np.int64)
-    keys = [order(a) for a in ALGOS]
-    rank = {k: r for r, k in enumerate(sorted(set(keys)))}
-    rank_of = np.array([rank[k] for k in keys], dtype=np.int64)
+    # Asked only of the bitstreams the call holds (a launcher knows only its own).
+    present = sorted(set().union(*(np.unique(t.rows["algo"]).tolist() for t in tables))) if tables else []
+    align_of = np.ones(len(ALGOS), dtype=np.int64)
+    rank_of = np.zeros(len(ALGOS), dtype=np.int64)
+    keys = {code: order(ALGOS[code]) for code in present}
+    rank = {k: r for r, k in enumerate(sorted(set(keys.values())))}
+    for code in present:
+        align_of[code] = input_align(ALGOS[code])
+        rank_of[code] = rank[keys[code]]
     counts = [len(t) for t in tables]
     n = sum(counts)
     part_of = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
