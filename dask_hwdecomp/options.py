@@ -53,7 +53,9 @@ DECODES = ("auto", "gpu", "cpu")
 _GiB = 1 << 30
 _MiB = 1 << 20
 # Options that are byte counts: they also take "64MiB", "1GB", ...
-BYTE_SIZES = ("batch_bytes", "max_page_bytes", "max_batch_bytes")
+BYTE_SIZES = ("batch_bytes", "max_page_bytes", "max_batch_bytes", "pinned_bytes")
+# The smallest pinned_bytes: a few batches' buffers.
+_MIN_PINNED = 64 * _MiB
 # What a GPU backend is created with (streams, batcher, host CRC check, its
 # CPU redo pool): backends of equal values are one and the same.
 GPU_BACKEND_OPTIONS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads")
@@ -197,6 +199,17 @@ class Options:
         into fresh memory: ``benchmarks/results/2026-12-01-h200-timeline``);
         set ``"auto"`` to decode on the GPU. The read's report says, per
         column, where it was decoded and why not on the GPU.
+    pinned_bytes : int
+        Most host memory a reading process keeps shared with the GPU
+        service, which registers (pins) it once and reuses it: the file
+        bytes, decompressed pages and GPU-decoded Arrow buffers of its reads
+        in flight. 0 (the default): 4 GiB or 4 ``batch_bytes``, at most a
+        quarter of the RAM. GPU-decoded columns are Arrow arrays over this
+        memory, without a copy, while those alive take at most an eighth of
+        it; past that (a long ``persist``) they are copied into ordinary
+        memory, and the read's report counts the copies
+        (``ReadReport.output_copies``): pinned memory stays bounded and a
+        read never waits for memory to be pinned afresh.
     service_dir : str
         Directory of the GPU service sockets (mode 0700, this user's); empty:
         ``$XDG_RUNTIME_DIR/dask-hwdecomp``, else ``/tmp/dask-hwdecomp-<uid>``.
@@ -229,6 +242,7 @@ class Options:
     on_unsupported: str = "warn"
     batch_latency_ms: float = 2.0
     gpu_timeout_s: float = 60.0
+    pinned_bytes: int = 0
     service_dir: str = ""
     decode: str = "cpu"
 
@@ -260,6 +274,9 @@ class Options:
             raise ValueError(f"batch_latency_ms must be >= 0, got {self.batch_latency_ms!r}")
         if not self.gpu_timeout_s > 0:
             raise ValueError(f"gpu_timeout_s must be > 0, got {self.gpu_timeout_s!r}")
+        if self.pinned_bytes and self.pinned_bytes < _MIN_PINNED:
+            raise ValueError(f"pinned_bytes must be 0 (the default) or at least {_MIN_PINNED >> 20} MiB, "
+                             f"got {self.pinned_bytes!r}")
 
     def replace(self, **changes: Any) -> Options:
         """Return a copy with ``changes`` applied (unknown names raise)."""

@@ -128,6 +128,12 @@ class ReadReport:
         for pyarrow, why not on the GPU (``"decode='cpu'"``, ``"no GPU
         backend in use"``, ``"nested column"``, ...; empty for ``"gpu"``).
         Hive partition columns are not read from the files and not listed.
+    output_copies : int
+        GPU-decoded batches whose Arrow buffers were copied out of the
+        memory shared with the GPU service, because the outputs still alive
+        over it (a ``persist``) exceed their share of ``pinned_bytes``.
+    output_copied_bytes : int
+        Bytes those copies took.
     not_gathered : str
         Empty, or why the figures may miss reads: a :func:`collect_reports`
         block that gathered nothing while a ``distributed`` client was in
@@ -144,6 +150,8 @@ class ReadReport:
     batches: int = 0
     unreachable: dict = field(default_factory=dict)
     columns: dict = field(default_factory=lambda: defaultdict(DecodeStats))
+    output_copies: int = 0
+    output_copied_bytes: int = 0
     not_gathered: str = ""
 
     def add_decode(self, column: str, where: str, chunks: int, rows: int, arrow_bytes: int, why: str = "") -> None:
@@ -189,6 +197,8 @@ class ReadReport:
             self.unreachable.setdefault(backend, why)
         for (column, where, why), d in other.columns.items():
             self.add_decode(column, where, d.chunks, d.rows, d.arrow_bytes, why)
+        self.output_copies += other.output_copies
+        self.output_copied_bytes += other.output_copied_bytes
         self.not_gathered = self.not_gathered or other.not_gathered
         return self
 
@@ -218,6 +228,8 @@ class ReadReport:
                 {"column": c, "decoded_on": w, "why_not_gpu": why, **d.__dict__}
                 for (c, w, why), d in sorted(self.columns.items())
             ],
+            "output_copies": self.output_copies,
+            "output_copied_bytes": self.output_copied_bytes,
             "not_gathered": self.not_gathered,
         }
 
@@ -243,6 +255,10 @@ class ReadReport:
             lines.append(f"redone on cpu: {pages} page(s) that failed on {backend}")
         for backend, why in sorted(self.unreachable.items()):
             lines.append(f"read on cpu: GPU backend {backend} could not be used: {why}")
+        if self.output_copies:
+            lines.append(f"copied out of pinned memory: {self.output_copies} GPU-decoded batch(es), "
+                         f"{self.output_copied_bytes / 1e6:.1f} MB (outputs still alive exceed their share of "
+                         "pinned_bytes)")
         lines.extend(self.decode_lines())
         return "\n".join(lines)
 

@@ -140,3 +140,18 @@ def test_decode_cpu_keeps_nothing_on_the_device(standin_service, tmp_path):
     before = _kept_stats(standin_service)
     read_table(path, backend="auto", decode="cpu")
     assert _kept_stats(standin_service)["kept_runs"] == before.get("kept_runs", 0)
+
+
+def test_outputs_past_their_share_of_pinned_memory_are_copied_and_reported(standin_service, tmp_path, monkeypatch):
+    from dask_hwdecomp.service import decoding
+
+    path = _write(tmp_path) + "/part0.parquet"
+    held = read_table(path, backend="auto", decode="gpu")  # its outputs stay alive over shared memory
+    # A share of one byte: every output alive presses the pool.
+    monkeypatch.setattr(decoding, "ZERO_COPY_SHARE", 1 << 40)
+    report = ReadReport()
+    got = read_table(path, backend="auto", decode="gpu", report=report)
+    assert got.equals(pq.read_table(path)) and held.equals(got)
+    assert report.output_copies >= 1 and report.output_copied_bytes > 0
+    assert "copied out of pinned memory" in report.summary()
+    assert report.to_dict()["output_copies"] == report.output_copies

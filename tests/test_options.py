@@ -188,3 +188,13 @@ def test_the_call_s_own_options_win_over_the_context(path):
     with collect_reports() as report:
         df.compute(scheduler="threads")
     assert report.backends == {"SNAPPY": ["cpu"]}
+
+
+def test_pinned_bytes_is_a_byte_size_with_a_floor():
+    from dask_hwdecomp.decompress.gpu_backend import pinned_cap
+
+    assert Options(pinned_bytes="2 GiB").pinned_bytes == 2 << 30
+    assert pinned_cap(Options(pinned_bytes="1 GiB")) == 1 << 30
+    assert pinned_cap(Options()) >= 256 << 20  # 0: the default rule
+    with pytest.raises(ValueError, match="pinned_bytes"):
+        Options(pinned_bytes="1 MiB")

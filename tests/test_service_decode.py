@@ -134,9 +134,11 @@ def test_outputs_live_in_shared_memory_until_their_arrays_die(backend):
 def test_outputs_are_copied_out_when_live_outputs_press_the_pool(monkeypatch, service_dir):
     if not gpu_available():
         monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
-    # A pool of 64 KiB: outputs kept alive past 32 KiB (two of 16 KB) are
-    # copied into ordinary memory.
-    b = open_backend("cpu", Options(), service_dir, cap_bytes=64 << 10)
+    # Outputs kept alive past 32 KiB of the pool (two of 16 KB) are copied
+    # into ordinary memory.
+    from dask_hwdecomp.service.decoding import ZERO_COPY_SHARE
+
+    b = open_backend("cpu", Options(), service_dir, cap_bytes=ZERO_COPY_SHARE * (32 << 10))
     try:
         table = pa.table({"x": pa.array(np.arange(2000, dtype=np.int64))})
         sink = io.BytesIO()

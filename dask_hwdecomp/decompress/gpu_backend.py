@@ -49,12 +49,15 @@ __all__ = ["GpuBackend", "pinned_cap"]
 
 
 def pinned_cap(options: Options) -> int:
-    """Pinned (or shared) host bytes a backend keeps: at least 4 GiB or 4 budgets, at most a quarter of RAM.
+    """Pinned (or shared) host bytes a backend keeps: ``options.pinned_bytes``, else at least 4 GiB
+    or 4 budgets, at most a quarter of RAM.
 
     The buffers of every task reading at once come from it: past the cap a
     buffer is made and registered with the GPU for one batch and freed after,
     which costs more than its copy. So it does not shrink with the budget.
     """
+    if options.pinned_bytes:
+        return options.pinned_bytes
     try:
         import os
 

@@ -92,4 +92,6 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend,
     for image, columns in zip(images, per_image):
         image.decoded.update(columns)
     if out.copied:
+        report.output_copies += 1
+        report.output_copied_bytes += len(out.buffer)
         logger.info("GPU-decoded columns copied out of shared memory: its pool is held by live arrays")
