@@ -31,6 +31,7 @@ import pyarrow as pa
 
 __all__ = [
     "HwdecompError",
+    "ServiceUnreachable",
     "CorruptFileError",
     "CorruptMetadataError",
     "CorruptPageError",
@@ -144,6 +145,14 @@ class UnsupportedFeatureError(HwdecompError, pa.ArrowNotImplementedError):
 
 class BackendUnavailableError(HwdecompError):
     """An explicitly requested decompression backend cannot run here."""
+
+
+class ServiceUnreachable(BackendUnavailableError):
+    """The GPU service cannot be reached or started; readers fall back to the CPU.
+
+    Here, below every layer, because the router that falls back and the
+    service client that raises it are on different floors.
+    """
 
 
 class LimitExceededError(CorruptFileError):

@@ -15,12 +15,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .errors import PageLocation
 
-__all__ = ["Algo", "ALGOS", "Job", "PageCrc", "JOB_DTYPE", "JobTable", "as_table"]
+__all__ = ["Algo", "ALGOS", "Job", "PageCrc", "JOB_FIELDS", "JOB_DTYPE", "JobTable", "as_table"]
 
 
 class Algo(enum.Enum):
@@ -91,9 +92,9 @@ _CODE = {a: i for i, a in enumerate(ALGOS)}
 
 # One job as ten int64s (the GPU service's wire layout): a CRC absent is -1,
 # a page CRC range absent is (0, 0).
-JOB_DTYPE = np.dtype([(name, np.int64) for name in (
-    "algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble",
-    "page_crc_offset", "page_crc_size", "page_crc")])
+JOB_FIELDS = ("algo", "src_offset", "src_size", "dst_offset", "dst_size", "crc32", "preamble",
+              "page_crc_offset", "page_crc_size", "page_crc")
+JOB_DTYPE = np.dtype([(name, np.int64) for name in JOB_FIELDS])
 
 
 class JobTable:
@@ -108,8 +109,8 @@ class JobTable:
         job); default ``0 .. n-1``.
     codecs : numpy.ndarray of int64, optional
         Each row's Parquet codec (reports only); default 0.
-    locations : sequence of PageLocation, optional
-        Indexed by ``index``; default ``PageLocation(page=index)`` (the
+    locations : indexable of PageLocation, optional
+        Indexed by ``index`` (a list, or an object that makes each when asked); default ``PageLocation(page=index)`` (the
         service's jobs: the client names the page).
     pages : numpy.ndarray of int64, optional
         A page number per row, the same for the jobs of one page (reports
@@ -119,7 +120,7 @@ class JobTable:
     __slots__ = ("rows", "index", "codecs", "locations", "pages")
 
     def __init__(self, rows: np.ndarray, index: np.ndarray | None = None, codecs: np.ndarray | None = None,
-                 locations: Sequence[PageLocation] | None = None, pages: np.ndarray | None = None):
+                 locations: Any = None, pages: np.ndarray | None = None):
         if rows.dtype != JOB_DTYPE:
             raise TypeError(f"a job table's rows are {JOB_DTYPE}, not {rows.dtype}")
         self.rows = rows
@@ -133,7 +134,7 @@ class JobTable:
         """The table of ``jobs`` (their codecs and locations kept)."""
         n = len(jobs)
         rows = np.empty(n, dtype=JOB_DTYPE)
-        flat = rows.view(np.int64).reshape(n, len(JOB_DTYPE.names))
+        flat = rows.view(np.int64).reshape(n, len(JOB_FIELDS))
         for i, j in enumerate(jobs):
             pc = j.page_crc
             flat[i] = (_CODE[j.algo], j.src_offset, j.src_size, j.dst_offset, j.dst_size,

@@ -26,13 +26,13 @@ import dask_hwdecomp
 from dask_hwdecomp.errors import HwdecompError, PageLocation
 from dask_hwdecomp.format import kernels as K
 from dask_hwdecomp.format.codecs import plan_body, preamble_of
-from dask_hwdecomp.jobs import JobTable
 from dask_hwdecomp.format.fastlayout import ALGOS, ChunkSpec, FileSpec, lay_out_batch, reference_layout
 from dask_hwdecomp.format.footer import parse_footer
 from dask_hwdecomp.format.layout import page_header
 from dask_hwdecomp.format.pages import DECODED_PAGE_TYPES, ChunkRange, chunk_range, scan_chunk
 from dask_hwdecomp.format.structs import Codec, PageHeader
 from dask_hwdecomp.format.thrift import Limits, RawStruct, Struct, T, encode_struct
+from dask_hwdecomp.jobs import JobTable
 from dask_hwdecomp.readpath.fetch import Range, fetch_into
 
 from corruption import varint

@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cramjam
-import numpy as np
-
+from ..decompress.samples import COMPRESSORS, compress_page, sample_payload
 from ..errors import PageLocation
 from ..format.codecs import preamble_of
 from ..format.structs import Codec
@@ -34,14 +32,6 @@ __all__ = ["COMPRESSORS", "compress_page", "sample_payload", "PAGE_CODECS", "Pag
 PAGE_BYTES = 1 << 20
 SMALL_PAGE_BYTES = 64 << 10
 
-# bitstream -> the compressor of a page body of it
-COMPRESSORS: dict[Algo, Callable[[bytes], Any]] = {
-    Algo.SNAPPY: cramjam.snappy.compress_raw,
-    Algo.DEFLATE: cramjam.deflate.compress,
-    Algo.LZ4: lambda b: cramjam.lz4.compress_block(b, store_size=False),
-    Algo.ZSTD: cramjam.zstd.compress,
-}
-
 # codec name -> (bitstream, Parquet codec id, compressor)
 PAGE_CODECS: dict[str, tuple[Algo, Codec, Callable[[bytes], Any]]] = {
     "snappy": (Algo.SNAPPY, Codec.SNAPPY, COMPRESSORS[Algo.SNAPPY]),
@@ -49,18 +39,6 @@ PAGE_CODECS: dict[str, tuple[Algo, Codec, Callable[[bytes], Any]]] = {
     "lz4_raw": (Algo.LZ4, Codec.LZ4_RAW, COMPRESSORS[Algo.LZ4]),
     "zstd": (Algo.ZSTD, Codec.ZSTD, COMPRESSORS[Algo.ZSTD]),
 }
-
-
-def compress_page(algo: Algo, data: bytes) -> bytes:
-    """``data`` compressed as a page body of bitstream ``algo`` (raw Snappy, raw deflate, raw LZ4, Zstd)."""
-    return bytes(COMPRESSORS[algo](data))
-
-
-def sample_payload(n: int, rng: np.random.Generator) -> bytes:
-    """``n`` bytes of small integers with runs of zeros: compressible, as page values are."""
-    vals = rng.integers(0, 40, size=(n + 3) // 4, dtype=np.int32)
-    vals[::7] = 0
-    return vals.tobytes()[:n]
 
 
 @dataclass

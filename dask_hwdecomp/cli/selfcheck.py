@@ -63,7 +63,7 @@ def _pages(algo, sizes, seed: int):
     """(jobs, src, dst_len, expected) of one page per size, unaligned inputs."""
     import numpy as np
 
-    from ..bench.pages import compress_page, sample_payload
+    from ..decompress.samples import compress_page, sample_payload
     from ..errors import PageLocation
     from ..format.codecs import preamble_of
     from ..format.layout import Job

@@ -58,7 +58,7 @@ class _Page(NamedTuple):
 
 
 def _pages(algos, sizes, seed: int) -> list[_Page]:
-    from ..bench.pages import compress_page, sample_payload
+    from .samples import compress_page, sample_payload
 
     rng = np.random.default_rng(seed)
     out = []

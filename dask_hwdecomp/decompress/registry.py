@@ -22,15 +22,10 @@ from typing import Any
 
 from ..errors import BackendUnavailableError
 from ..options import GPU_BACKEND_OPTIONS, Options
+from .backends import BACKEND_MODULES
 
 __all__ = ["probe", "get_backend", "close_all", "BACKEND_MODULES"]
 
-# backend name -> the module with its probe() and create() (None: in process)
-BACKEND_MODULES: dict[str, str | None] = {
-    "cpu": None,
-    "nvcomp": "dask_hwdecomp.decompress.nvcomp",
-    "hardware": "dask_hwdecomp.decompress.hardware",
-}
 
 _lock = threading.RLock()
 _open: dict[tuple, Any] = {}  # a CpuBackend or a ServiceBackend per _key

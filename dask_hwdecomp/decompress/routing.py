@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError
+from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError, ServiceUnreachable
 from ..format.structs import CODEC_NAMES
 from ..jobs import ALGOS, Algo, Job, JobTable, as_table
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
-from ..service.rundir import ServiceUnreachable
 from . import registry
 from .cpu import decompress_one
 
@@ -201,7 +200,7 @@ class Router:
         first = {int(slot): at for at, slot in zip(*np.unique(owner, return_index=True)[::-1])}
         backends: dict[int, Any] = {}
         groups: dict[int, JobTable] = {}
-        for slot in sorted(first, key=first.get):
+        for slot in sorted(first, key=lambda k: first[k]):
             backend = chosen[slot]
             backends[id(backend)] = backend
             groups[id(backend)] = table.take(owner == slot)

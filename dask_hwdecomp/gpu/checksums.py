@@ -21,7 +21,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
@@ -32,7 +31,8 @@ __all__ = ["CrcCheck", "CrcChecks", "Mismatch", "crc_checks", "CrcRun"]
 
 
 
-class CrcCheck(NamedTuple):
+@dataclass(frozen=True)
+class CrcCheck:
     """One row of :class:`CrcChecks` (for reading, not for the call's path)."""
 
     index: int

@@ -28,7 +28,6 @@ import numpy as np
 from numba import njit
 
 from ..jobs import ALGOS, JOB_DTYPE, Job, JobTable, as_table
-from ..rounding import round_up
 
 __all__ = ["Part", "Copy", "Placement", "place", "MAX_GAP", "DEVICE_ALIGN"]
 
@@ -187,7 +186,7 @@ def place(parts: Sequence[Part], input_align: Callable[[object], int], order: Ca
     present = sorted(set().union(*(np.unique(t.rows["algo"]).tolist() for t in tables))) if tables else []
     align_of = np.ones(len(ALGOS), dtype=np.int64)
     rank_of = np.zeros(len(ALGOS), dtype=np.int64)
-    keys = {code: order(ALGOS[code]) for code in present}
+    keys: dict[int, Any] = {code: order(ALGOS[code]) for code in present}
     rank = {k: r for r, k in enumerate(sorted(set(keys.values())))}
     for code in present:
         align_of[code] = input_align(ALGOS[code])

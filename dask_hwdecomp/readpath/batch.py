@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -38,6 +37,7 @@ from ..format.fastlayout import BatchLayout, FileSpec, lay_out_batch, load_kerne
 from ..options import Options
 from ..report import ReadReport
 from .fetch import FetchPlan, fetch_into, plan_fetch
+from .image import Image
 from .plan import PiecePlan
 
 __all__ = ["Image", "DecompressedBatch", "iter_batches", "decompress_batch", "scan_and_lay_out",
@@ -49,33 +49,6 @@ _ALIGN = 64
 # The compiled scan and layout (False: the Python reference path, for tests
 # comparing the two).
 FAST_SCAN = True
-
-
-@dataclass
-class Image:
-    """The uncompressed in-memory copy of one piece.
-
-    ``buffer`` holds an uncompressed Parquet file with the piece's row
-    groups in order: row group ``i`` of the image is ``row_groups[i]`` of
-    the original file.
-
-    ``decoded`` holds the columns already decoded into Arrow (on the GPU),
-    by column name, each for exactly the image's row groups; pyarrow
-    decodes every other column from ``buffer``. ``why_not_gpu`` says, per
-    column, why the GPU did not decode it; ``cpu_reason`` why it decoded
-    none of the image's columns (empty when it was asked to).
-    """
-
-    plan: PiecePlan
-    buffer: pa.Buffer
-    row_groups: list[int]
-    decoded: dict[str, pa.ChunkedArray] = field(default_factory=dict)
-    why_not_gpu: dict[str, str] = field(default_factory=dict)
-    cpu_reason: str = ""
-
-    def reason(self, column: str) -> str:
-        """Why pyarrow, not the GPU, decoded ``column`` of this image."""
-        return self.why_not_gpu.get(column) or self.cpu_reason or "not decoded on the GPU"
 
 
 # Why pyarrow decodes every column of a batch (the report's wording).

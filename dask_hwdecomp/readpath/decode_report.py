@@ -9,7 +9,7 @@ import pyarrow as pa
 from ..format.structs import RowGroup
 from ..names import field_names
 from ..report import ReadReport
-from .batch import Image
+from .image import Image
 
 __all__ = ["account_image_columns", "account_pyarrow_columns", "UNUSABLE"]
 

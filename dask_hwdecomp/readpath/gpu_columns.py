@@ -24,7 +24,7 @@ from ..report import ReadReport
 from ..service.client import ServiceBackend
 from ..service.decoding import DecoderLost, decode_in_service
 from ..service.keeping import KeptRuns
-from .batch import Image
+from .image import Image
 
 __all__ = ["decode_on_gpu", "decoder_of", "LOST"]
 

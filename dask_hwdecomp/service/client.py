@@ -61,8 +61,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..decompress.backends import BACKEND_MODULES
 from ..decompress.cpu import decompress_one
-from ..decompress.registry import BACKEND_MODULES
 from ..errors import (
     BackendUnavailableError,
     ChecksumError,
@@ -76,8 +76,8 @@ from ..options import Options
 from . import wire
 from .keeping import KeptRuns
 from .rundir import ServiceAddress, ServiceUnreachable, address_for
-from .server import peer_of
 from .shm import SharedBuffer, SharedPool, SharedSegment
+from .sockets import peer_of
 
 __all__ = ["ServiceBackend", "ServiceGone", "GPU_FACTORIES", "start_service", "service_command", "connect", "query", "node_stats", "wait_for_exit"]
 
@@ -687,7 +687,7 @@ class ServiceBackend:
             buf_view[:n] = view
         return _BufferRef(segment, 0, n, buf)
 
-    def _attempt(self, jobs: Sequence[Job], request: _Request, deadline: float) -> int | _Failure:
+    def _attempt(self, jobs: Sequence[Job] | JobTable, request: _Request, deadline: float) -> int | _Failure:
         """Run once: on success the pages the service redid on the CPU, else a :class:`_Failure`.
 
         Raises
@@ -736,7 +736,7 @@ class ServiceBackend:
             error = HwdecompError(f"{reply.error_type}: {reply.message}")
         return _Failure(f"failed the batch as a whole ({reply.message})", error)
 
-    def _recover(self, jobs: Sequence[Job], src, dst, request: _Request, deadline: float,
+    def _recover(self, jobs: Sequence[Job] | JobTable, src, dst, request: _Request, deadline: float,
                  failure: _Failure) -> int:
         """Find the bad page on the CPU; retry a death or hang once (its redone pages); else raise."""
         reason, exc = failure.reason, failure.error

@@ -21,13 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BackendUnavailableError
+from ..errors import ServiceUnreachable
 
 __all__ = ["ServiceAddress", "service_dir", "address_for", "gpu_key", "ServiceUnreachable"]
-
-
-class ServiceUnreachable(BackendUnavailableError):
-    """The GPU service cannot be reached or started; readers fall back to the CPU."""
 
 
 def service_dir(configured: str | None = None, create: bool = True) -> Path:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import HwdecompError
-from ..jobs import ALGOS, JOB_DTYPE, Job, JobTable, as_table
+from ..jobs import ALGOS, JOB_FIELDS, Job, JobTable, as_table
 
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
@@ -43,7 +43,7 @@ MAX_JSON_BYTES = 1 << 20
 MAX_BLOB_BYTES = 1 << 30
 MAX_FDS = 8
 
-JOB_FIELDS = JOB_DTYPE.names
+
 _U32 = 1 << 32
 
 
