@@ -127,3 +127,44 @@ def test_service_factories_resolve_to_the_backends_create():
         module, _, func = factory.partition(":")
         assert factory == f"dask_hwdecomp.decompress.{name}:create"
         assert callable(getattr(importlib.import_module(module), func))
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, imports inside functions included."""
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        mods[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                names = [target] + [f"{target}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            # a package's __init__ is where its modules are reached from, not a layer of its own
+            graph[mod].update(n for n in names if n in mods and n != mod and mods[n].name != "__init__.py")
+    return graph
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = _module_graph()
+    assert len(graph) > 100
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(mod: str, path: list[str]) -> None:
+        seen[mod] = 1
+        for nxt in sorted(graph[mod]):
+            assert seen.get(nxt) != 1, f"import circle: {' -> '.join(path[path.index(nxt):] + [nxt])}"
+            if nxt not in seen:
+                visit(nxt, path + [nxt])
+        seen[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in seen:
+            visit(mod, [mod])
