@@ -128,6 +128,14 @@ def main(argv=None) -> int:
                     held.clear()
                     client.run(gc.collect)
         client.run(timeline.flush)
+        # What the service holds pinned once every read was released: bounded by the readers' pools.
+        from dask_hwdecomp.service.client import node_stats
+        from dask_hwdecomp.service.rundir import service_dir
+
+        for stats in node_stats(service_dir(None, create=False)):
+            print("service after the reads: " + ", ".join(
+                f"{k} {stats[k]}" for k in ("clients", "all_host_registrations", "all_host_register_s",
+                                             "all_host_pinned_bytes") if k in stats), flush=True)
         time.sleep(1.5)  # the service writes its spans at least every second
     finally:
         client.close()

@@ -155,3 +155,29 @@ def test_outputs_past_their_share_of_pinned_memory_are_copied_and_reported(stand
     assert report.output_copies >= 1 and report.output_copied_bytes > 0
     assert "copied out of pinned memory" in report.summary()
     assert report.to_dict()["output_copies"] == report.output_copies
+
+
+def test_held_reads_in_a_loop_stay_within_the_zero_copy_share(standin_service, tmp_path, monkeypatch):
+    from dask_hwdecomp.service import decoding
+
+    path = _write(tmp_path) + "/part0.parquet"
+    read_table(path, backend="auto", decode="gpu")  # the service, its decoder and the backend opened
+    (backend,) = standin_service.values()
+    returns = decoding._returns_of(backend)
+    returns.drain()
+    before = returns.live_bytes
+    one = read_table(path, backend="auto", decode="gpu")
+    returns.drain()
+    per_read = returns.live_bytes - before
+    assert per_read > 0
+    # A share of two and a half reads' outputs above what is alive now.
+    monkeypatch.setattr(decoding, "ZERO_COPY_SHARE", max(1, backend._pool.cap_bytes // (before + per_read * 5 // 2)))
+    bound = backend._pool.cap_bytes // decoding.ZERO_COPY_SHARE
+    held, report = [one], ReadReport()
+    for _ in range(8):
+        held.append(read_table(path, backend="auto", decode="gpu", report=report))
+        returns.drain()
+        assert returns.live_bytes <= bound
+        assert backend._pool.stats()["held_bytes"] <= backend._pool.cap_bytes
+    assert report.output_copies >= 6
+    assert all(t.equals(pq.read_table(path)) for t in held)

@@ -320,6 +320,7 @@ class Service:
         # Page-locking the connected clients' segments (on each connection's reader thread).
         out["all_host_registrations"] = sum(m.registrations for m in maps)
         out["all_host_register_s"] = round(sum(m.register_s for m in maps), 6)
+        out["all_host_pinned_bytes"] = sum(m.pinned_bytes for m in maps)
         if decoder is not None:
             out.update(decoder.stats())
             out.update(self.kept.stats())

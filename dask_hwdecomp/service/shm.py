@@ -301,6 +301,12 @@ class SegmentMap:
     def __len__(self) -> int:
         return len(self._maps)
 
+    @property
+    def pinned_bytes(self) -> int:
+        """Bytes of the mapped segments that are registered (page-locked) now."""
+        with self._lock:
+            return sum(len(m.view) for m in self._maps.values() if m.handle is not None)
+
     def close(self) -> None:
         """Unregister and unmap every segment."""
         with self._lock:
