@@ -47,13 +47,14 @@ RECORD = textwrap.dedent('''
     for data in warmup_files():
         plan = plan_file(data)
         decode_host(plan.gather(data), plan.chunks, plan.pages)
-    # the patch kernel of uploads from pages kept on the device
+    # the gather kernel of uploads (pages kept on the device, packed host pieces)
     from dask_hwdecomp.gpudecode.cuda_jit import cuda
-    from dask_hwdecomp.gpudecode.kernels_copy import PATCH_THREADS, patch_kernel
+    from dask_hwdecomp.gpudecode.gather import copy_pieces
+    from dask_hwdecomp.gpudecode.uploads import device_address
 
-    rows = np.array([[0, 4, 8]], np.int64)
-    patch_kernel[1, PATCH_THREADS](cuda.to_device(np.arange(8, dtype=np.uint8)), cuda.to_device(np.zeros(16, np.uint8)),
-                                   cuda.to_device(rows))
+    block = cuda.to_device(np.arange(64, dtype=np.uint8))
+    copy_pieces(cuda.to_device(np.zeros(64, np.uint8)), np.array([[device_address(block), 8, 16]], np.int64),
+                np.arange(8, dtype=np.uint8), np.array([[0, 40, 8]], np.int64), cuda.stream())
     with open(sys.argv[1], "wb") as f:
         pickle.dump(sorted(launches, key=repr), f)
 ''')

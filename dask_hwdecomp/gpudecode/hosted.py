@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import timeline
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
-from .uploads import KeptPages, pack_patches, plan_uploads
+from .uploads import KeptPages, device_address, pack_patches, plan_uploads
 
 __all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS"]
 
@@ -436,15 +436,16 @@ class HostedDecoder:
     def _upload(self, data: Any, requests: list[DecodeRequest], bases: list[int], stream: Any) -> int:
         """Fill ``data`` for ``requests`` (each at its base): kept pages, then the host; the bytes kept.
 
-        Device copies first, a span at a time; then large host pieces one
-        by one; then every small host piece of every request, packed into
-        one upload and put in place by one :func:`~.kernels_copy.patch_kernel`
-        launch (all on ``stream``, so the host overwrites the bytes between
-        kept outputs).
+        Every kept output's bytes (:attr:`~.uploads.Uploads.pieces`) and
+        every small host piece of every request, packed, go into one copy
+        table: one upload and one launch (:func:`~.gather.copy_pieces`).
+        Large host pieces are copied one by one. None of them overlap, so
+        their order on ``stream`` does not matter.
         """
-        cuda = self._cuda
+        from .gather import copy_pieces
+
         kept_bytes = 0
-        packs, rows = [], []
+        sources, packs, packed, big = [], [], [], []
         packed_at = 0
         for req, base in zip(requests, bases):
             host = np.frombuffer(req.src, dtype=np.uint8)
@@ -453,26 +454,24 @@ class HostedDecoder:
             except ValueError as exc:  # never expected: the service made them; the host has every byte
                 logger.warning("pages kept on the device not used: %s", exc)
                 up = plan_uploads(req.plan.ranges, [])
-            for k, copies in up.device:
-                block = req.kept[k].array
-                for bo, do, n in copies.tolist():
-                    data[base + do : base + do + n].copy_to_device(block[bo : bo + n], stream=stream)
-            kept_bytes += up.device_bytes
-            for so, n, do in up.host.tolist():
-                data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
+            if len(up.pieces):
+                address = np.array([device_address(k.array) for k in req.kept], np.int64)
+                p = up.pieces
+                sources.append(np.stack([address[p[:, 0]] + p[:, 1], p[:, 2] + base, p[:, 3]], axis=1))
+                kept_bytes += int(p[:, 3].sum())
             if len(up.patches):
                 pack, where = pack_patches(host, up.patches)
                 where[:, 0] += packed_at
                 where[:, 1] += base
                 packs.append(pack)
-                rows.append(where)
+                packed.append(where)
                 packed_at += len(pack)
-        if rows:
-            from .kernels_copy import PATCH_THREADS, patch_kernel
-
-            packed = cuda.to_device(np.concatenate(packs), stream=stream)
-            table = cuda.to_device(np.concatenate(rows), stream=stream)
-            patch_kernel[len(table), PATCH_THREADS, stream](packed, data, table)
+            big.append((host, base, up.host))
+        pack = np.concatenate(packs) if packs else np.zeros(0, np.uint8)
+        copy_pieces(data, _rows(sources), pack, _rows(packed), stream)
+        for host, base, rows in big:
+            for so, n, do in rows.tolist():
+                data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
         return kept_bytes
 
     def device_block(self, nbytes: int) -> Any:
@@ -493,6 +492,10 @@ class HostedDecoder:
             stream = self._copy_local.stream = self._cuda.stream()
         device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
         stream.synchronize()
+
+
+def _rows(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros((0, 3), np.int64)
 
 
 @dataclass(frozen=True)

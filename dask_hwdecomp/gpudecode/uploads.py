@@ -11,12 +11,18 @@ anything another backend decompressed.
 
 A kept block holds *spans* of the client's buffer copied as the call copied
 them back, the bytes between outputs included; only the jobs' *outputs*
-among them are right. So the device copies run first, a span at a time
-(consecutive outputs of one span in one copy, the bytes between them
-included), and the host pieces after them, which also overwrite those
-in-between bytes. Host pieces of at least :data:`PATCH_BYTES` are copied
-one by one; smaller ones (mostly page headers) are *patches*: packed into
-one buffer, uploaded in one copy and put in place by one kernel.
+among them are right. So the device copies (:attr:`Uploads.device`) run
+first, a span at a time (consecutive outputs of one span in one copy, the
+bytes between them included), and the host pieces after them, which also
+overwrite those in-between bytes. Host pieces of at least
+:data:`PATCH_BYTES` are copied one by one; smaller ones (mostly page
+headers) are *patches*: packed into one buffer (:func:`pack_patches`) and
+uploaded in one copy.
+
+The decoder copies the same bytes with one launch (:mod:`~.gather`):
+:attr:`Uploads.pieces` are the kept outputs alone, without the bytes
+between them, so they, the patches and the large host pieces never overlap
+and need no order.
 """
 
 from __future__ import annotations
@@ -83,11 +89,18 @@ class Uploads:
         Large host pieces: source offset, bytes, offset in ``data``.
     patches : ndarray of int64, shape (n, 3)
         Small host pieces, the same columns; packed (:func:`pack_patches`).
+    pieces : ndarray of int64, shape (n, 4)
+        The bytes ``device`` copies without those between outputs: a row
+        per kept output (clipped to its range) of block index, offset in
+        the block, offset in ``data``, bytes. They never overlap ``host``
+        or ``patches``, so the three may be copied in any order, or at once
+        (:func:`~.gather.copy_pieces`).
     """
 
     device: list = field(default_factory=list)
     host: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
     patches: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    pieces: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
 
     @property
     def device_bytes(self) -> int:
@@ -128,6 +141,10 @@ def _outputs(kept: list[KeptPages]) -> np.ndarray:
 def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = PATCH_BYTES) -> Uploads:
     """Split a plan's upload ``ranges`` into copies from ``kept`` blocks and from the host.
 
+    Every range is cut against every kept output at once (no Python per
+    range or output): a decode of a whole read has thousands of pages, and
+    this runs in the GPU service under its one GIL.
+
     Parameters
     ----------
     ranges : ndarray of int64, shape (n, 3)
@@ -147,34 +164,57 @@ def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = P
     if not kept:
         return Uploads([], *_split(ranges, patch_bytes))
     table = _outputs(kept)
-    device: dict[int, list] = {}
-    host: list[tuple[int, int, int]] = []
-    for so, n, do in ranges.tolist():
-        end = so + n
-        lo = int(np.searchsorted(table[:, 1], so, side="right"))
-        hi = int(np.searchsorted(table[:, 0], end, side="left"))
-        hits = table[lo:hi]
-        starts = np.maximum(hits[:, 0], so)
-        ends = np.minimum(hits[:, 1], end)
-        # the host fills what no output covers
-        cuts = np.concatenate([[so], ends])
-        nexts = np.concatenate([starts, [end]])
-        gap = nexts > cuts
-        host.extend((int(a), int(b - a), int(do + a - so)) for a, b in zip(cuts[gap], nexts[gap]))
-        if not len(hits):
-            continue
-        # consecutive outputs of one span: one copy (no other output lies between them)
-        boff = hits[:, 4] + (starts - hits[:, 0])
-        new = np.ones(len(hits), bool)
-        new[1:] = hits[1:, 3] != hits[:-1, 3]
-        heads = np.flatnonzero(new)
-        tails = np.concatenate([heads[1:], [len(hits)]]) - 1
-        for h, t in zip(heads.tolist(), tails.tolist()):
-            device.setdefault(int(hits[h, 2]), []).append((int(boff[h]), int(do + starts[h] - so),
-                                                           int(ends[t] - starts[h])))
-    host_rows = np.array(host, dtype=np.int64).reshape(-1, 3)
-    big, small = _split(host_rows, patch_bytes)
-    return Uploads([(k, np.array(rows, dtype=np.int64)) for k, rows in sorted(device.items())], big, small)
+    so, n, do = ranges[:, 0], ranges[:, 1], ranges[:, 2]
+    end = so + n
+    # the outputs each range overlaps: table[lo:hi] (outputs are sorted and disjoint)
+    lo = np.searchsorted(table[:, 1], so, side="right")
+    hi = np.searchsorted(table[:, 0], end, side="left")
+    counts = np.maximum(hi - lo, 0)
+    first = np.cumsum(counts) - counts  # each range's first hit
+    rng = np.repeat(np.arange(len(ranges)), counts)  # each hit's range
+    hits = table[lo[rng] + np.arange(len(rng)) - first[rng]]
+    starts = np.maximum(hits[:, 0], so[rng])
+    ends = np.minimum(hits[:, 1], end[rng])
+    shift = do - so  # a buffer offset's place in ``data``, per range
+    host = _gaps(so, end, counts, first, rng, starts, ends, shift)
+    # Exact pieces: each hit's bytes, nothing between outputs.
+    boff = hits[:, 4] + (starts - hits[:, 0])
+    pieces = np.stack([hits[:, 2], boff, starts + shift[rng], ends - starts], axis=1).astype(np.int64)
+    # consecutive outputs of one span within one range: one copy (no other output lies between them)
+    new = np.ones(len(hits), bool)
+    new[1:] = hits[1:, 3] != hits[:-1, 3]
+    new[first[counts > 0]] = True
+    heads = np.flatnonzero(new)
+    tails = np.append(heads[1:], len(hits))[: len(heads)] - 1
+    rows = np.stack([boff[heads], starts[heads] + shift[rng[heads]], ends[tails] - starts[heads]], axis=1)
+    blocks = hits[heads, 2]
+    order = np.argsort(blocks, kind="stable")
+    keys, at = np.unique(blocks[order], return_index=True)
+    parts = np.split(rows[order].astype(np.int64), at[1:])
+    device = [(int(k), part) for k, part in zip(keys.tolist(), parts)]
+    big, small = _split(host, patch_bytes)
+    return Uploads(device, big, small, pieces)
+
+
+def _gaps(so, end, counts, first, rng, starts, ends, shift) -> np.ndarray:
+    """What no kept output covers, per range in order: rows (source offset, bytes, offset in ``data``).
+
+    Range ``r`` has ``counts[r] + 1`` candidate gaps: from its start to its
+    first hit, between consecutive hits, from its last hit to its end.
+    """
+    total = len(rng) + len(so)
+    slot0 = first + np.arange(len(so))  # each range's first gap slot
+    cuts = np.empty(total, np.int64)  # where each gap starts ...
+    nexts = np.empty(total, np.int64)  # ... and ends
+    cuts[slot0] = so
+    nexts[slot0 + counts] = end
+    k = np.arange(len(rng)) - first[rng]  # each hit's place in its range
+    cuts[slot0[rng] + k + 1] = ends
+    nexts[slot0[rng] + k] = starts
+    owner = np.repeat(np.arange(len(so)), counts + 1)
+    gap = nexts > cuts
+    a = cuts[gap]
+    return np.stack([a, nexts[gap] - a, a + shift[owner[gap]]], axis=1).astype(np.int64).reshape(-1, 3)
 
 
 def _split(rows: np.ndarray, patch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
