@@ -13,7 +13,15 @@ import pytest
 
 from dask_hwdecomp.gpudecode.cuda_jit import cuda
 from dask_hwdecomp.gpudecode.gather import TILE_BYTES, copy_pieces, tile_rows
-from dask_hwdecomp.gpudecode.uploads import KeptPages, Uploads, _outputs, _split, device_address, plan_uploads
+from dask_hwdecomp.gpudecode.uploads import (
+    KeptPages,
+    Uploads,
+    _outputs,
+    _split,
+    device_address,
+    pack_patches,
+    plan_uploads,
+)
 
 
 def _reference_plan_uploads(ranges, kept, patch_bytes):
@@ -167,6 +175,20 @@ def test_the_exact_pieces_and_the_host_pieces_fill_data_in_any_order(seed):
     assert up.pieces[:, 3].sum() <= up.device_bytes
 
 
+def test_patches_pack_end_to_end_into_a_buffer_of_their_own_or_a_given_one():
+    host = np.arange(100, dtype=np.uint8)
+    patches = np.array([[10, 3, 500], [0, 0, 7], [90, 10, 0], [50, 1, 42]], np.int64)
+    pack, rows = pack_patches(host, patches)
+    assert pack.tolist() == [10, 11, 12, *range(90, 100), 50]
+    assert rows.tolist() == [[0, 500, 3], [3, 7, 0], [3, 0, 10], [13, 42, 1]]
+    out = np.zeros(20, np.uint8)
+    pack, rows = pack_patches(host, patches, out, at=5)
+    assert out[5:19].tolist() == [10, 11, 12, *range(90, 100), 50] and not out[:5].any() and not out[19:].any()
+    assert rows[:, 0].tolist() == [5, 8, 8, 18] and len(pack) == 14
+    with pytest.raises(ValueError, match="packed at 7 of 20"):
+        pack_patches(host, patches, out, at=7)
+
+
 def test_tiles_cover_each_row_in_order_and_none_is_longer_than_a_tile():
     rows = np.array([[1000, 7, 0], [5, 3, TILE_BYTES * 3 + 1], [9, 50, 0], [0, 2, TILE_BYTES]], np.int64)
     tiles = tile_rows(rows)
@@ -178,11 +200,11 @@ def test_tiles_cover_each_row_in_order_and_none_is_longer_than_a_tile():
     assert tiles[4:].tolist() == [[0, 2, TILE_BYTES]]
 
 
-def test_one_launch_gathers_pieces_of_several_device_arrays_and_the_pack_at_every_alignment():
+def test_one_launch_gathers_pieces_of_several_device_arrays_and_of_the_host_at_every_alignment():
     rng = np.random.default_rng(7)
     sources = [rng.integers(0, 256, n, dtype=np.uint8) for n in (3000, 70_000, 1)]
     device = [cuda.to_device(a) for a in sources]
-    pack = rng.integers(0, 256, 900, dtype=np.uint8)
+    hosts = [rng.integers(0, 256, 900, dtype=np.uint8), rng.integers(0, 256, 50, dtype=np.uint8)]
     nbytes = 200_000
     expected = np.full(nbytes, 0x5A, np.uint8)
     rows, packed, at = [], [], 3
@@ -194,13 +216,15 @@ def test_one_launch_gathers_pieces_of_several_device_arrays_and_the_pack_at_ever
             expected[at : at + n] = sources[k][so : so + n]
         rows.append((device_address(device[k]) + so, at, n))
         at += n + int(rng.integers(0, 9))
-    for po, n in ((0, 5), (5, 300), (305, 595)):
-        expected[at : at + n] = pack[po : po + n]
-        packed.append((po, at, n))
+    for h, po, n in ((0, 0, 5), (0, 600, 300), (1, 3, 40), (0, 7, 595), (1, 0, 0)):
+        expected[at : at + n] = hosts[h][po : po + n]
+        packed.append((h, po, n, at))
         at += n + 3
+    patches = [(host, np.array([(po, n, do) for k, po, n, do in packed if k == h], np.int64))
+               for h, host in enumerate(hosts)]
     data = cuda.to_device(np.full(nbytes, 0x5A, np.uint8))
     stream = cuda.stream()
-    copy_pieces(data, np.array(rows, np.int64), pack, np.array(packed, np.int64), stream)
+    copy_pieces(data, np.array(rows, np.int64), patches, stream)
     stream.synchronize()
     assert np.array_equal(data.copy_to_host(), expected)
 
@@ -208,10 +232,14 @@ def test_one_launch_gathers_pieces_of_several_device_arrays_and_the_pack_at_ever
 def test_nothing_to_gather_launches_nothing_and_a_piece_past_data_is_refused():
     data = cuda.to_device(np.zeros(16, np.uint8))
     stream = cuda.stream()
-    copy_pieces(data, np.zeros((0, 3), np.int64), np.zeros(0, np.uint8), np.zeros((0, 3), np.int64), stream)
+    copy_pieces(data, np.zeros((0, 3), np.int64), [], stream)
+    copy_pieces(data, np.zeros((0, 3), np.int64), [(np.zeros(4, np.uint8), np.zeros((0, 3), np.int64))], stream)
     src = cuda.to_device(np.ones(8, np.uint8))
     with pytest.raises(ValueError, match="leaves the decode's data of 16 bytes"):
-        copy_pieces(data, np.array([[device_address(src), 10, 8]], np.int64), np.zeros(0, np.uint8),
-                    np.zeros((0, 3), np.int64), stream)
+        copy_pieces(data, np.array([[device_address(src), 10, 8]], np.int64), [], stream)
+    with pytest.raises(ValueError, match="leaves the decode's data of 16 bytes"):
+        copy_pieces(data, np.zeros((0, 3), np.int64), [(np.ones(8, np.uint8), np.array([[0, 8, 9]]))], stream)
+    with pytest.raises(ValueError, match="outside the 8 bytes"):
+        copy_pieces(data, np.zeros((0, 3), np.int64), [(np.ones(8, np.uint8), np.array([[4, 5, 0]]))], stream)
     stream.synchronize()
     assert not data.copy_to_host().any()

@@ -5,8 +5,9 @@ the blocks the service kept on the device, and small host pieces packed
 into one buffer. One copy call a piece cost the service's Python tens of
 microseconds each, under its one GIL, and a run has thousands of pieces.
 :func:`copy_pieces` instead builds one int64 copy table in numpy (source
-address, offset in ``data``, bytes), cuts it into tiles, uploads the tiles
-and the packed bytes together in one copy and launches
+address, offset in ``data``, bytes), cuts it into tiles, packs the host
+pieces behind the tiles (compiled, without the GIL), uploads both in one
+copy and launches
 :func:`~.kernels_copy.gather_kernel` once.
 
 The kernel reads every source through one *window*: a device array that
@@ -21,6 +22,7 @@ is a NumPy view of the same host range.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,7 @@ from numba import config
 
 from .cuda_jit import cuda
 from .kernels_copy import gather_kernel
-from .uploads import device_address
+from .uploads import device_address, pack_patches
 
 __all__ = ["copy_pieces", "tile_rows", "TILE_BYTES"]
 
@@ -56,8 +58,9 @@ def tile_rows(rows: np.ndarray, tile_bytes: int = TILE_BYTES) -> np.ndarray:
                     axis=1).astype(np.int64)
 
 
-def copy_pieces(data: Any, sources: np.ndarray, pack: np.ndarray, packed: np.ndarray, stream: Any) -> None:
-    """Copy device pieces and packed host bytes into ``data``: one upload, one launch, on ``stream``.
+def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarray, np.ndarray]],
+                stream: Any) -> None:
+    """Copy device pieces and small host pieces into ``data``: one upload, one launch, on ``stream``.
 
     Parameters
     ----------
@@ -65,10 +68,10 @@ def copy_pieces(data: Any, sources: np.ndarray, pack: np.ndarray, packed: np.nda
         The destination.
     sources : ndarray of int64, shape (n, 3)
         Device address of a piece, its offset in ``data``, bytes.
-    pack : ndarray of uint8
-        Host bytes, uploaded with the table.
-    packed : ndarray of int64, shape (m, 3)
-        Offset in ``pack``, offset in ``data``, bytes.
+    patches : sequence of (ndarray of uint8, ndarray of int64)
+        Host bytes and rows of pieces of them (source offset, bytes,
+        offset in ``data``: :attr:`~.uploads.Uploads.patches`' columns),
+        packed behind the copy table and uploaded with it.
     stream : numba stream
 
     No two pieces may overlap in ``data`` (the kernel copies them in no
@@ -78,29 +81,36 @@ def copy_pieces(data: Any, sources: np.ndarray, pack: np.ndarray, packed: np.nda
     Raises
     ------
     ValueError
-        A piece that leaves ``data``.
+        A piece that leaves ``data``, or a patch outside its host bytes.
     """
     sources = np.asarray(sources, np.int64).reshape(-1, 3)
-    packed = np.asarray(packed, np.int64).reshape(-1, 3)
-    for name, rows in (("a device piece", sources), ("a packed piece", packed)):
-        if len(rows) and (rows[:, 1].min() < 0 or (rows[:, 1] + rows[:, 2]).max() > data.shape[0]):
-            raise ValueError(f"{name} leaves the decode's data of {data.shape[0]} bytes")
-    sizes = np.concatenate([sources[:, 2], packed[:, 2]])
+    patches = [(host, np.asarray(rows, np.int64).reshape(-1, 3)) for host, rows in patches]
+    ends = [sources[:, 1:3]] + [rows[:, 2:0:-1] for _, rows in patches]  # (offset in data, bytes)
+    placed = np.concatenate(ends)
+    if len(placed) and (placed[:, 0].min() < 0 or (placed[:, 0] + placed[:, 1]).max() > data.shape[0]):
+        raise ValueError(f"a piece leaves the decode's data of {data.shape[0]} bytes")
+    sizes = placed[:, 1]
     tiles = int((-(-sizes[sizes > 0] // TILE_BYTES)).sum())
     if not tiles:
         return
     table_bytes = -(-tiles * 24 // _ALIGN) * _ALIGN
-    staging = cuda.device_array(table_bytes + len(pack), np.uint8, stream=stream)
-    pack_at = device_address(staging) + table_bytes
-    rows = np.concatenate([sources, np.stack([packed[:, 0] + pack_at, packed[:, 1], packed[:, 2]], axis=1)])
+    pack_bytes = int(sum(int(rows[:, 1].sum()) for _, rows in patches))
+    host = np.empty(table_bytes + pack_bytes, np.uint8)
+    staging = cuda.device_array(len(host), np.uint8, stream=stream)
+    address = device_address(staging)
+    packed, at = [sources], table_bytes
+    for src, rows in patches:
+        _, where = pack_patches(src, rows, host, at)
+        where[:, 0] += address
+        packed.append(where)
+        at += int(rows[:, 1].sum())
+    rows = np.concatenate(packed)
     live = rows[rows[:, 2] > 0]
     base = int(live[:, 0].min()) & ~(_ALIGN - 1)
     span = int((live[:, 0] + live[:, 2]).max()) - base
     cut = tile_rows(live)
     cut[:, 0] -= base
-    host = np.empty(table_bytes + len(pack), np.uint8)
     host[: tiles * 24].view(np.int64)[:] = cut.reshape(-1)
-    host[table_bytes:] = pack
     staging.copy_to_device(host, stream=stream)
     src8, src32, src64 = _window(base, span)
     n = data.shape[0]

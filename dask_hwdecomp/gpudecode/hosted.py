@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import timeline
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
-from .uploads import KeptPages, device_address, pack_patches, plan_uploads
+from .uploads import KeptPages, device_address, plan_uploads
 
 __all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS"]
 
@@ -445,8 +445,7 @@ class HostedDecoder:
         from .gather import copy_pieces
 
         kept_bytes = 0
-        sources, packs, packed, big = [], [], [], []
-        packed_at = 0
+        sources, patches, big = [], [], []
         for req, base in zip(requests, bases):
             host = np.frombuffer(req.src, dtype=np.uint8)
             try:
@@ -460,15 +459,9 @@ class HostedDecoder:
                 sources.append(np.stack([address[p[:, 0]] + p[:, 1], p[:, 2] + base, p[:, 3]], axis=1))
                 kept_bytes += int(p[:, 3].sum())
             if len(up.patches):
-                pack, where = pack_patches(host, up.patches)
-                where[:, 0] += packed_at
-                where[:, 1] += base
-                packs.append(pack)
-                packed.append(where)
-                packed_at += len(pack)
+                patches.append((host, up.patches + [0, 0, base]))
             big.append((host, base, up.host))
-        pack = np.concatenate(packs) if packs else np.zeros(0, np.uint8)
-        copy_pieces(data, _rows(sources), pack, _rows(packed), stream)
+        copy_pieces(data, np.concatenate(sources) if sources else np.zeros((0, 3), np.int64), patches, stream)
         for host, base, rows in big:
             for so, n, do in rows.tolist():
                 data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
@@ -492,10 +485,6 @@ class HostedDecoder:
             stream = self._copy_local.stream = self._cuda.stream()
         device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
         stream.synchronize()
-
-
-def _rows(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros((0, 3), np.int64)
 
 
 @dataclass(frozen=True)

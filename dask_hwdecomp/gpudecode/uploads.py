@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 __all__ = ["KeptPages", "Uploads", "plan_uploads", "pack_patches", "device_address", "PATCH_BYTES"]
 
@@ -222,15 +223,46 @@ def _split(rows: np.ndarray, patch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     return rows[~small], rows[small]
 
 
-def pack_patches(host: np.ndarray, patches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The patches' bytes packed end to end, and rows (offset in the pack, offset in ``data``, bytes)."""
-    if not len(patches):
-        return np.zeros(0, np.uint8), np.zeros((0, 3), np.int64)
+def pack_patches(host: np.ndarray, patches: np.ndarray, out: np.ndarray | None = None,
+                 at: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The patches' bytes packed end to end, and rows (offset in the pack, offset in ``data``, bytes).
+
+    Parameters
+    ----------
+    host : ndarray of uint8
+        The bytes the patches' source offsets point into.
+    patches : ndarray of int64, shape (n, 3)
+        Source offset, bytes, offset in ``data`` (:attr:`Uploads.patches`).
+    out : ndarray of uint8, optional
+        Where to pack them, from ``at``; the rows' offsets are then in
+        ``out``. By default a new array of their size.
+    at : int
+        The first byte of ``out`` to pack into.
+
+    Raises
+    ------
+    ValueError
+        A patch outside ``host``, or more bytes than ``out`` holds from ``at``.
+    """
+    patches = np.asarray(patches, np.int64).reshape(-1, 3)
     sizes = patches[:, 1]
-    at = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    # every byte's source: its piece's start plus its place in the piece
-    index = np.repeat(patches[:, 0] - at, sizes) + np.arange(int(sizes.sum()))
-    return host[index], np.stack([at, patches[:, 2], sizes], axis=1).astype(np.int64)
+    total = int(sizes.sum())
+    if out is None:
+        out, at = np.empty(total, np.uint8), 0
+    if len(patches) and (patches[:, 0].min() < 0 or int((patches[:, 0] + sizes).max()) > len(host)):
+        raise ValueError(f"a patch outside the {len(host)} bytes it is packed from")
+    if at < 0 or at + total > len(out):
+        raise ValueError(f"{total} bytes of patches packed at {at} of {len(out)}")
+    offsets = at + np.cumsum(sizes) - sizes
+    _copy_runs(host, patches[:, 0], sizes, out, offsets)  # compiled: no Python a patch, the GIL released
+    return out[at : at + total], np.stack([offsets, patches[:, 2], sizes], axis=1).astype(np.int64)
+
+
+@njit(nogil=True, cache=True)
+def _copy_runs(src, starts, sizes, dst, offsets):
+    for i in range(starts.shape[0]):
+        n = sizes[i]
+        dst[offsets[i] : offsets[i] + n] = src[starts[i] : starts[i] + n]
 
 
 def device_address(array: Any) -> int:
