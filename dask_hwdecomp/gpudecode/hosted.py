@@ -376,13 +376,12 @@ class HostedDecoder:
         while live:
             merged = merge_plans([requests[i].plan for i in live])
             done = self._measure_and_write(merged, [requests[i] for i in live], stream)
-            failed = False
-            for k, i in enumerate(live):
-                mine = merged.member_pages(k, done.pages)
-                if mine["error"].any():
-                    results[i] = PendingDecode(merged.member_chunks(k, done.chunks), mine, 0, self)
-                    failed = True
-            if failed:  # the others are decoded again, without the failed ones
+            # the members that own a failed page
+            bad = np.unique(np.searchsorted(merged.page_base, np.flatnonzero(done.pages["error"]), side="right") - 1)
+            for k in bad.tolist():
+                results[live[k]] = PendingDecode(merged.member_chunks(k, done.chunks),
+                                                 merged.member_pages(k, done.pages), 0, self)
+            if len(bad):  # the others are decoded again, without the failed ones
                 live = [i for i in live if results[i] is None]
                 continue
             output = DeviceOutput(done.array, len(live))
