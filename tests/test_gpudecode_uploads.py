@@ -243,3 +243,47 @@ def test_nothing_to_gather_launches_nothing_and_a_piece_past_data_is_refused():
         copy_pieces(data, np.zeros((0, 3), np.int64), [(np.ones(8, np.uint8), np.array([[4, 5, 0]]))], stream)
     stream.synchronize()
     assert not data.copy_to_host().any()
+
+
+def _reference_outputs(kept):
+    """_outputs as it was: one loop iteration a block."""
+    rows = []
+    span_base = 0
+    for k, pages in enumerate(kept):
+        spans, out = pages.spans, pages.outputs[pages.outputs[:, 1] > 0]
+        order = np.argsort(spans[:, 0], kind="stable")
+        spans = spans[order]
+        at = np.searchsorted(spans[:, 0], out[:, 0], side="right") - 1
+        inside = at >= 0
+        inside[inside] &= out[inside, 0] + out[inside, 1] <= spans[at[inside], 0] + spans[at[inside], 1]
+        if not inside.all():
+            raise ValueError(f"kept block {k} has an output outside its spans")
+        block_off = spans[at, 2] + (out[:, 0] - spans[at, 0])
+        rows.append(np.stack([out[:, 0], out[:, 0] + out[:, 1], np.full(len(out), k), span_base + order[at],
+                              block_off], axis=1))
+        span_base += len(spans)
+    table = np.concatenate(rows) if rows else np.zeros((0, 5), np.int64)
+    table = table[np.argsort(table[:, 0], kind="stable")].astype(np.int64)
+    if len(table) > 1 and (table[1:, 0] < table[:-1, 1]).any():
+        raise ValueError("kept outputs overlap")
+    return table
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_blocks_outputs_found_at_once_equal_the_loop_a_block(seed):
+    rng = np.random.default_rng(seed)
+    _, kept, _ = _layout(rng, n_outputs=int(rng.integers(1, 300)), blocks=int(rng.integers(1, 6)))
+    assert _outputs(kept).tolist() == _reference_outputs(kept).tolist()
+
+
+def test_an_output_outside_the_spans_names_the_first_such_block():
+    block = np.zeros(100, np.uint8)
+    good = KeptPages(block, np.array([[0, 10, 0]], np.int64), np.array([[2, 3]], np.int64))
+    # in another block's span, not in its own
+    stray = KeptPages(block, np.array([[50, 10, 0]], np.int64), np.array([[3, 2]], np.int64))
+    past = KeptPages(block, np.array([[200, 10, 0], [300, 5, 10]], np.int64), np.array([[303, 5]], np.int64))
+    for kept, k in (([good, stray], 1), ([good, past, stray], 1), ([stray, good], 0)):
+        with pytest.raises(ValueError, match=f"kept block {k} has an output outside its spans"):
+            _outputs(kept)
+        with pytest.raises(ValueError, match=f"kept block {k} has"):
+            _reference_outputs(kept)

@@ -112,28 +112,37 @@ class Uploads:
 def _outputs(kept: list[KeptPages]) -> np.ndarray:
     """Every output of every block: rows (start, end, block index, span id, offset in the block), by start.
 
+    A span's id is its index in the blocks' spans laid end to end. All
+    blocks at once: a run's requests bring hundreds of them.
+
     Raises
     ------
     ValueError
         An output outside its block's spans, or two outputs that overlap.
     """
-    rows = []
-    span_base = 0
-    for k, pages in enumerate(kept):
-        spans, out = pages.spans, pages.outputs[pages.outputs[:, 1] > 0]
-        order = np.argsort(spans[:, 0], kind="stable")
-        spans = spans[order]
-        at = np.searchsorted(spans[:, 0], out[:, 0], side="right") - 1
-        inside = at >= 0
-        inside[inside] &= out[inside, 0] + out[inside, 1] <= spans[at[inside], 0] + spans[at[inside], 1]
-        if not inside.all():
-            raise ValueError(f"kept block {k} has an output outside its spans")
-        block_off = spans[at, 2] + (out[:, 0] - spans[at, 0])
-        rows.append(np.stack([out[:, 0], out[:, 0] + out[:, 1], np.full(len(out), k), span_base + order[at],
-                              block_off], axis=1))
-        span_base += len(spans)
-    table = np.concatenate(rows) if rows else np.zeros((0, 5), np.int64)
-    table = table[np.argsort(table[:, 0], kind="stable")].astype(np.int64)
+    if not kept:
+        return np.zeros((0, 5), np.int64)
+    spans = np.concatenate([np.asarray(p.spans, np.int64).reshape(-1, 3) for p in kept])
+    outs = [np.asarray(p.outputs, np.int64).reshape(-1, 2) for p in kept]
+    outs = [o[o[:, 1] > 0] for o in outs]
+    sblock = np.repeat(np.arange(len(kept)), [len(p.spans) for p in kept])
+    oblock = np.repeat(np.arange(len(kept)), [len(o) for o in outs])
+    out = np.concatenate(outs)
+    # each output's span: the last of its block's spans starting at or before it (block, then start)
+    top = max(int((spans[:, 0] + spans[:, 1]).max(initial=0)), int((out[:, 0] + out[:, 1]).max(initial=0))) + 1
+    if top * len(kept) >= 1 << 62 or (len(spans) and spans[:, 0].min() < 0) or (len(out) and out[:, 0].min() < 0):
+        raise ValueError(f"kept offsets out of range ({len(kept)} blocks, up to {top})")
+    order = np.lexsort((spans[:, 0], sblock))  # stable, as each block's own sort
+    key = sblock[order] * top + spans[order, 0]
+    at = np.searchsorted(key, oblock * top + out[:, 0], side="right") - 1
+    inside = at >= 0
+    span = order[np.maximum(at, 0)]
+    inside &= (sblock[span] == oblock) & (out[:, 0] + out[:, 1] <= spans[span, 0] + spans[span, 1])
+    if not inside.all():
+        raise ValueError(f"kept block {int(oblock[~inside].min())} has an output outside its spans")
+    block_off = spans[span, 2] + (out[:, 0] - spans[span, 0])
+    table = np.stack([out[:, 0], out[:, 0] + out[:, 1], oblock, span, block_off], axis=1).astype(np.int64)
+    table = table[np.argsort(table[:, 0], kind="stable")]
     if len(table) > 1 and (table[1:, 0] < table[:-1, 1]).any():
         raise ValueError("kept outputs overlap")
     return table
