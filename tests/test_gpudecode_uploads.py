@@ -229,6 +229,27 @@ def test_one_launch_gathers_pieces_of_several_device_arrays_and_of_the_host_at_e
     assert np.array_equal(data.copy_to_host(), expected)
 
 
+def test_every_alignment_of_source_and_destination_and_every_short_length_is_copied_exactly():
+    rng = np.random.default_rng(11)
+    source = rng.integers(0, 256, 4000, dtype=np.uint8)
+    block = cuda.to_device(source)
+    rows, at = [], 5
+    for so in range(8):
+        for do in range(8):
+            for n in (1, 7, 8, 9, 15, 16, 17, 40):
+                rows.append((so + 64 * len(rows) % 3000, at + do, n))
+                at = (at + do + n + 8) // 8 * 8
+    expected = np.zeros(at + 64, np.uint8)
+    for so, do, n in rows:
+        expected[do : do + n] = source[so : so + n]
+    data = cuda.to_device(np.zeros(len(expected), np.uint8))
+    table = np.array([(device_address(block) + so, do, n) for so, do, n in rows], np.int64)
+    stream = cuda.stream()
+    copy_pieces(data, table, [], stream)
+    stream.synchronize()
+    assert np.array_equal(data.copy_to_host(), expected)
+
+
 def test_nothing_to_gather_launches_nothing_and_a_piece_past_data_is_refused():
     data = cuda.to_device(np.zeros(16, np.uint8))
     stream = cuda.stream()

@@ -112,23 +112,21 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
     cut[:, 0] -= base
     host[: tiles * 24].view(np.int64)[:] = cut.reshape(-1)
     staging.copy_to_device(host, stream=stream)
-    src8, src32, src64 = _window(base, span)
-    n = data.shape[0]
-    dst32, dst64 = data[: n // 4 * 4].view(np.uint32), data[: n // 8 * 8].view(np.uint64)
+    src8, src64 = _window(base, span)
+    dst64 = data[: data.shape[0] // 8 * 8].view(np.uint64)
     blocks = max(1, min(tiles, _MAX_BLOCKS))
-    gather_kernel[blocks, _THREADS, stream](src8, src32, src64, data, dst32, dst64,
-                                            staging[: tiles * 24].view(np.int64))
+    gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
 
 
-def _window(address: int, nbytes: int) -> tuple[Any, Any, Any]:
-    """``nbytes`` from ``address`` (aligned) as borrowed uint8, uint32 and uint64 device arrays."""
+def _window(address: int, nbytes: int) -> tuple[Any, Any]:
+    """``nbytes`` from ``address`` (aligned), rounded up to whole words, as borrowed uint8 and uint64 arrays."""
     words = -(-nbytes // 8)
     if _SIM:
         from numba.cuda.cudadrv.devicearray import FakeCUDAArray  # the simulator's
 
         host = np.ctypeslib.as_array(ctypes.cast(address, ctypes.POINTER(ctypes.c_uint64)), shape=(words,))
-        return FakeCUDAArray(host.view(np.uint8)), FakeCUDAArray(host.view(np.uint32)), FakeCUDAArray(host)
+        return FakeCUDAArray(host.view(np.uint8)), FakeCUDAArray(host)
     return tuple(cuda.from_cuda_array_interface({"shape": (words * 8 // size,), "typestr": typestr,
                                                  "data": (address, False), "version": 3, "strides": None},
                                                 owner=None, sync=False)
-                 for size, typestr in ((1, "|u1"), (4, "<u4"), (8, "<u8")))
+                 for size, typestr in ((1, "|u1"), (8, "<u8")))
