@@ -181,22 +181,22 @@ def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = P
     hi = np.searchsorted(table[:, 0], end, side="left")
     counts = np.maximum(hi - lo, 0)
     first = np.cumsum(counts) - counts  # each range's first hit
-    rng = np.repeat(np.arange(len(ranges)), counts)  # each hit's range
-    hits = table[lo[rng] + np.arange(len(rng)) - first[rng]]
-    starts = np.maximum(hits[:, 0], so[rng])
-    ends = np.minimum(hits[:, 1], end[rng])
+    hit_range = np.repeat(np.arange(len(ranges)), counts)  # each hit's range
+    hits = table[lo[hit_range] + np.arange(len(hit_range)) - first[hit_range]]
+    starts = np.maximum(hits[:, 0], so[hit_range])
+    ends = np.minimum(hits[:, 1], end[hit_range])
     shift = do - so  # a buffer offset's place in ``data``, per range
-    host = _gaps(so, end, counts, first, rng, starts, ends, shift)
+    host = _gaps(so, end, counts, first, hit_range, starts, ends, shift)
     # Exact pieces: each hit's bytes, nothing between outputs.
     boff = hits[:, 4] + (starts - hits[:, 0])
-    pieces = np.stack([hits[:, 2], boff, starts + shift[rng], ends - starts], axis=1).astype(np.int64)
+    pieces = np.stack([hits[:, 2], boff, starts + shift[hit_range], ends - starts], axis=1).astype(np.int64)
     # consecutive outputs of one span within one range: one copy (no other output lies between them)
     new = np.ones(len(hits), bool)
     new[1:] = hits[1:, 3] != hits[:-1, 3]
     new[first[counts > 0]] = True
     heads = np.flatnonzero(new)
     tails = np.append(heads[1:], len(hits))[: len(heads)] - 1
-    rows = np.stack([boff[heads], starts[heads] + shift[rng[heads]], ends[tails] - starts[heads]], axis=1)
+    rows = np.stack([boff[heads], starts[heads] + shift[hit_range[heads]], ends[tails] - starts[heads]], axis=1)
     blocks = hits[heads, 2]
     order = np.argsort(blocks, kind="stable")
     keys, at = np.unique(blocks[order], return_index=True)
@@ -206,21 +206,21 @@ def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = P
     return Uploads(device, big, small, pieces)
 
 
-def _gaps(so, end, counts, first, rng, starts, ends, shift) -> np.ndarray:
+def _gaps(so, end, counts, first, hit_range, starts, ends, shift) -> np.ndarray:
     """What no kept output covers, per range in order: rows (source offset, bytes, offset in ``data``).
 
     Range ``r`` has ``counts[r] + 1`` candidate gaps: from its start to its
     first hit, between consecutive hits, from its last hit to its end.
     """
-    total = len(rng) + len(so)
+    total = len(hit_range) + len(so)
     slot0 = first + np.arange(len(so))  # each range's first gap slot
     cuts = np.empty(total, np.int64)  # where each gap starts ...
     nexts = np.empty(total, np.int64)  # ... and ends
     cuts[slot0] = so
     nexts[slot0 + counts] = end
-    k = np.arange(len(rng)) - first[rng]  # each hit's place in its range
-    cuts[slot0[rng] + k + 1] = ends
-    nexts[slot0[rng] + k] = starts
+    k = np.arange(len(hit_range)) - first[hit_range]  # each hit's place in its range
+    cuts[slot0[hit_range] + k + 1] = ends
+    nexts[slot0[hit_range] + k] = starts
     owner = np.repeat(np.arange(len(so)), counts + 1)
     gap = nexts > cuts
     a = cuts[gap]
