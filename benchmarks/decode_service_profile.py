@@ -100,10 +100,9 @@ def main(argv=None) -> int:
     found = _generate(args.data, datasets, args.size, files)
     print(f"data: {time.perf_counter() - began:.1f} s ({files} files a dataset under {args.data})", flush=True)
 
-    cuda = _device(args.simulate)
-    from dask_hwdecomp.gpudecode.hosted import HostedDecoder
-
+    cuda, device = _device(args.simulate)
     from dask_hwdecomp.bench.tables import KINDS
+    from dask_hwdecomp.gpudecode.hosted import HostedDecoder
 
     decoder = HostedDecoder(runners=1)
     passes = 1 if args.simulate else args.passes
@@ -131,6 +130,8 @@ def main(argv=None) -> int:
                 _profile(decoder, cuda, groups, variant, passes)
     finally:
         decoder.close()
+        if device is not None:
+            device.close()
     print(f"\ntotal {time.perf_counter() - began:.1f} s")
     return 0
 
@@ -214,13 +215,16 @@ def _kept_pages(plan, host, decoder):
 
 
 def _device(simulate: bool):
+    """numba.cuda, and the device whose context the service would make (None under the simulator)."""
     from dask_hwdecomp.gpudecode.cuda_jit import cuda
 
-    if not simulate:
-        from dask_hwdecomp.gpu.device import Device
+    if simulate:
+        return cuda, None
+    from dask_hwdecomp.gpu.device import Device
 
-        Device(0).activate()  # the service's context: blocking sync, so waits are not thread CPU time
-    return cuda
+    device = Device(0)  # the service's context: it waits by sleeping, so waits are not thread CPU time
+    device.activate()
+    return cuda, device
 
 
 # -- the variants ---------------------------------------------------------------
@@ -232,7 +236,7 @@ def _pyarrow(groups, passes: int) -> None:
     for _ in range(max(1, passes // 2)):
         t = time.perf_counter()
         with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-            total = sum(t.nbytes for t in pool.map(lambda f: f.expected(), [f for g in groups for f in g]))
+            total = sum(tab.nbytes for tab in pool.map(lambda f: f.expected(), [f for g in groups for f in g]))
         walls.append(time.perf_counter() - t)
     print(f"  pyarrow (CPU baseline, {os.cpu_count()} threads): {total / 1e9 / statistics.median(walls):.2f} GB/s "
           f"of Arrow output ({statistics.median(walls) * 1e3:.0f} ms for every file)")
