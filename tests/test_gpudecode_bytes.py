@@ -206,7 +206,9 @@ def decode(buf: bytes, chunks, pages, extra, string_rows=None):
         idx=cuda.to_device(extra.idx), vstart=cuda.to_device(extra.vstart), vend=cuda.to_device(extra.vend),
         lengths=cuda.device_array(m, np.int64), str_src=cuda.device_array(m, np.int64),
         dict_off=cuda.device_array(max(1, extra.total_dict), np.int64),
-        dict_len=cuda.device_array(max(1, extra.total_dict), np.int32), has_dba=True, stream=0)
+        dict_len=cuda.device_array(max(1, extra.total_dict), np.int32), has_dba=True, stream=0,
+        sa=cuda.device_array(n, np.uint64), sb=cuda.device_array(n, np.uint64),
+        page_bytes=cuda.device_array(len(pages), np.int64), page_base=cuda.device_array(len(pages), np.int64))
     kernels_bytes.measure_bytes(state)
     kernels_delta.measure_delta(state)
     chunks = state.chunks_d.copy_to_host()

@@ -47,13 +47,14 @@ RECORD = textwrap.dedent('''
     for data in warmup_files():
         plan = plan_file(data)
         decode_host(plan.gather(data), plan.chunks, plan.pages)
-    # the patch kernel of uploads from pages kept on the device
+    # the gather kernel of uploads (pages kept on the device, packed host pieces)
     from dask_hwdecomp.gpudecode.cuda_jit import cuda
-    from dask_hwdecomp.gpudecode.kernels_copy import PATCH_THREADS, patch_kernel
+    from dask_hwdecomp.gpudecode.gather import copy_pieces
+    from dask_hwdecomp.gpudecode.uploads import device_address
 
-    rows = np.array([[0, 4, 8]], np.int64)
-    patch_kernel[1, PATCH_THREADS](cuda.to_device(np.arange(8, dtype=np.uint8)), cuda.to_device(np.zeros(16, np.uint8)),
-                                   cuda.to_device(rows))
+    block = cuda.to_device(np.arange(64, dtype=np.uint8))
+    copy_pieces(cuda.to_device(np.zeros(64, np.uint8)), np.array([[device_address(block), 8, 16]], np.int64),
+                [(np.arange(8, dtype=np.uint8), np.array([[0, 8, 40]], np.int64))], cuda.stream())
     with open(sys.argv[1], "wb") as f:
         pickle.dump(sorted(launches, key=repr), f)
 ''')
@@ -80,7 +81,8 @@ COMPILE = textwrap.dedent('''
             if a[0] == "array":
                 types.append(numba.typeof(np.zeros((0,) * a[2], dtype=a[1])))
             else:
-                types.append(numba.typeof({"int": 0, "float": 0.0, "bool": True}[a[1]]))
+                plain = {"int": 0, "float": 0.0, "bool": True}
+                types.append(numba.typeof(plain[a[1]] if a[1] in plain else getattr(np, a[1])(0)))
         try:
             cuda.compile_ptx(kernel.py_func, tuple(types), cc=(9, 0))
         except Exception as exc:

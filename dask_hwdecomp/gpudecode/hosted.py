@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import timeline
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
-from .uploads import KeptPages, pack_patches, plan_uploads
+from .uploads import KeptPages, device_address, plan_uploads
 
 __all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS"]
 
@@ -376,13 +376,12 @@ class HostedDecoder:
         while live:
             merged = merge_plans([requests[i].plan for i in live])
             done = self._measure_and_write(merged, [requests[i] for i in live], stream)
-            failed = False
-            for k, i in enumerate(live):
-                mine = merged.member_pages(k, done.pages)
-                if mine["error"].any():
-                    results[i] = PendingDecode(merged.member_chunks(k, done.chunks), mine, 0, self)
-                    failed = True
-            if failed:  # the others are decoded again, without the failed ones
+            # the members that own a failed page
+            bad = np.unique(np.searchsorted(merged.page_base, np.flatnonzero(done.pages["error"]), side="right") - 1)
+            for k in bad.tolist():
+                results[live[k]] = PendingDecode(merged.member_chunks(k, done.chunks),
+                                                 merged.member_pages(k, done.pages), 0, self)
+            if len(bad):  # the others are decoded again, without the failed ones
                 live = [i for i in live if results[i] is None]
                 continue
             output = DeviceOutput(done.array, len(live))
@@ -436,16 +435,16 @@ class HostedDecoder:
     def _upload(self, data: Any, requests: list[DecodeRequest], bases: list[int], stream: Any) -> int:
         """Fill ``data`` for ``requests`` (each at its base): kept pages, then the host; the bytes kept.
 
-        Device copies first, a span at a time; then large host pieces one
-        by one; then every small host piece of every request, packed into
-        one upload and put in place by one :func:`~.kernels_copy.patch_kernel`
-        launch (all on ``stream``, so the host overwrites the bytes between
-        kept outputs).
+        Every kept output's bytes (:attr:`~.uploads.Uploads.pieces`) and
+        every small host piece of every request, packed, go into one copy
+        table: one upload and one launch (:func:`~.gather.copy_pieces`).
+        Large host pieces are copied one by one. None of them overlap, so
+        their order on ``stream`` does not matter.
         """
-        cuda = self._cuda
+        from .gather import copy_pieces
+
         kept_bytes = 0
-        packs, rows = [], []
-        packed_at = 0
+        sources, patches, big = [], [], []
         for req, base in zip(requests, bases):
             host = np.frombuffer(req.src, dtype=np.uint8)
             try:
@@ -453,26 +452,18 @@ class HostedDecoder:
             except ValueError as exc:  # never expected: the service made them; the host has every byte
                 logger.warning("pages kept on the device not used: %s", exc)
                 up = plan_uploads(req.plan.ranges, [])
-            for k, copies in up.device:
-                block = req.kept[k].array
-                for bo, do, n in copies.tolist():
-                    data[base + do : base + do + n].copy_to_device(block[bo : bo + n], stream=stream)
-            kept_bytes += up.device_bytes
-            for so, n, do in up.host.tolist():
-                data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
+            if len(up.pieces):
+                address = np.array([device_address(k.array) for k in req.kept], np.int64)
+                p = up.pieces
+                sources.append(np.stack([address[p[:, 0]] + p[:, 1], p[:, 2] + base, p[:, 3]], axis=1))
+                kept_bytes += int(p[:, 3].sum())
             if len(up.patches):
-                pack, where = pack_patches(host, up.patches)
-                where[:, 0] += packed_at
-                where[:, 1] += base
-                packs.append(pack)
-                rows.append(where)
-                packed_at += len(pack)
-        if rows:
-            from .kernels_copy import PATCH_THREADS, patch_kernel
-
-            packed = cuda.to_device(np.concatenate(packs), stream=stream)
-            table = cuda.to_device(np.concatenate(rows), stream=stream)
-            patch_kernel[len(table), PATCH_THREADS, stream](packed, data, table)
+                patches.append((host, up.patches + [0, 0, base]))
+            big.append((host, base, up.host))
+        copy_pieces(data, np.concatenate(sources) if sources else np.zeros((0, 3), np.int64), patches, stream)
+        for host, base, rows in big:
+            for so, n, do in rows.tolist():
+                data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
         return kept_bytes
 
     def device_block(self, nbytes: int) -> Any:

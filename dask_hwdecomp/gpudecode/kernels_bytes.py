@@ -616,11 +616,7 @@ def measure_bytes(state) -> None:
     if np_ == 0:
         return
     s = state.stream
-    rows = max(1, state.valid.shape[0])
-    sa = cuda.device_array(rows, np.uint64, stream=s)
-    sb = cuda.device_array(rows, np.uint64, stream=s)
-    page_bytes = cuda.device_array(np_, np.int64, stream=s)
-    page_base = cuda.device_array(np_, np.int64, stream=s)
+    sa, sb, page_bytes, page_base = state.sa, state.sb, state.page_bytes, state.page_base
     walk_kernel[page_blocks(np_), WALK_THREADS, s](state.data, state.chunks_d, pages, state.vstart, state.vend,
                                                     state.valid, state.lengths, state.dict_off, state.dict_len, sa, sb)
     _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
@@ -641,14 +637,11 @@ def write_bytes(state, out) -> None:
     if np_ == 0:
         return
     s = state.stream
-    rows = max(1, state.valid.shape[0])
-    page_bytes = cuda.device_array(np_, np.int64, stream=s)
-    page_base = cuda.device_array(np_, np.int64, stream=s)
+    # the measure's scratch again: every step before runs on this stream
+    sa, sd, page_bytes, page_base = state.sa, state.sb, state.page_bytes, state.page_base
     _page_sum_kernel[page_blocks(np_), TPB, s](state.chunks_d, pages, state.valid, state.lengths, page_bytes)
     nc = state.chunks_d.shape[0]
     _chunk_kernel[thread_blocks(nc), TPB, s](state.chunks_d, pages, page_bytes, page_base, False)
-    sa = cuda.device_array(rows, np.uint64, stream=s)
-    sd = cuda.device_array(rows, np.uint64, stream=s)
     o8, _o16, o32, o64 = out_views(out)
     _write_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                state.vindex, state.lengths, state.str_src, page_base, sa, sd, o8, o32, o64)

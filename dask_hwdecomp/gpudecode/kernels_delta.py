@@ -388,8 +388,7 @@ def write_delta(state, out) -> None:
     pages = state.pages_d
     if pages.shape[0] == 0:
         return
-    rows = max(1, state.valid.shape[0])
-    scratch = cuda.device_array(rows, np.uint64, stream=state.stream)
+    scratch = state.sa  # the state's per-row scratch: the byte-array steps before it ran on this stream
     o8, o16, o32, o64 = out_views(out)
     _write_delta_kernel[page_blocks(pages.shape[0]), TPB, state.stream](
         state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid, state.vindex, scratch,

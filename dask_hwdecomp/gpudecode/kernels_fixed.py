@@ -19,8 +19,8 @@ from .kernels_hybrid import block_hybrid, read_u32
 from .kernels_levels import set_error
 from .tables import Encoding, OutKind, PageError, PageKind, Physical
 
-__all__ = ["check_kernel", "dict_kernel", "totals_kernel", "zero_kernel", "fill_kernel", "validity_kernel", "bool_kernel",
-           "fixed_kernel", "physical_width"]
+__all__ = ["check_kernel", "dict_kernel", "totals_kernel", "zero_kernel", "split_fill_kernel", "validity_kernel",
+           "bool_kernel", "fixed_kernel", "physical_width"]
 
 _COPY = int(OutKind.COPY)
 _NARROW = int(OutKind.NARROW)
@@ -213,10 +213,10 @@ def zero_kernel(out):
 
 
 @cuda.jit(cache=True)
-def fill_kernel(a, value):
-    """Every element of a scratch array set to ``value``."""
+def split_fill_kernel(a, split, low, high):
+    """Elements of ``a`` before ``split`` set to ``low``, the others to ``high`` (two scratch fills, one launch)."""
     for i in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        a[i] = value
+        a[i] = low if i < split else high
 
 
 @cuda.jit(device=True, cache=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..rounding import round_up
-from .tables import ALIGN, CHUNK, PAGE, place_outputs
+from .tables import CHUNK, PAGE, output_bytes, place_outputs
 
 __all__ = ["PlanRecords", "MergedPlan", "merge_plans", "place_members", "DATA_ALIGN"]
 
@@ -78,57 +78,58 @@ class MergedPlan:
         return pages[self.page_base[i] : self.page_base[i + 1]].copy()
 
 
-def _rows(chunks: np.ndarray) -> int:
-    return int(chunks["num_rows"].sum())
-
-
-def _dict_entries(chunks: np.ndarray, pages: np.ndarray) -> int:
-    d = chunks["dict_page"]
-    d = d[d >= 0]
-    return int(pages["num_values"][d].astype(np.int64).sum())
-
-
 def merge_plans(plans: Sequence[PlanRecords]) -> MergedPlan:
     """Lay ``plans`` one after the other as one batch.
 
     Every plan must have passed :func:`~.checks.check_plan`: rows and
     dictionary entries numbered from zero in chunk order. The merged plan
     then passes it too, each member's records pointing only into its own
-    bytes, records, rows and entries.
+    bytes, records, rows and entries. The records are shifted all at once
+    (no Python a chunk or page).
+
+    Raises
+    ------
+    ValueError
+        A chunk's dictionary page outside its own plan's pages.
     """
     n = len(plans)
-    data_base = np.zeros(n, np.int64)
     chunk_base = np.zeros(n + 1, np.int64)
     page_base = np.zeros(n + 1, np.int64)
-    chunks_out, pages_out = [], []
-    data_at = rows_at = dict_at = 0
-    for i, p in enumerate(plans):
-        data_base[i] = data_at
-        chunk_base[i + 1] = chunk_base[i] + len(p.chunks)
-        page_base[i + 1] = page_base[i] + len(p.pages)
-        c = np.array(p.chunks, CHUNK)
-        g = np.array(p.pages, PAGE)
-        has_dict = c["dict_page"] >= 0
-        c["dict_page"][has_dict] += page_base[i]
-        c["first_page"] += page_base[i]
-        c["row_base"] += rows_at
-        c["dict_base"] += dict_at
-        g["chunk"] += chunk_base[i]
-        g["offset"] += data_at
-        g["row_start"] += rows_at
-        chunks_out.append(c)
-        pages_out.append(g)
-        rows_at += _rows(p.chunks)
-        dict_at += _dict_entries(p.chunks, p.pages)
-        data_at += round_up(int(p.data_bytes), DATA_ALIGN)
-    return MergedPlan(
-        chunks=np.concatenate(chunks_out) if chunks_out else np.zeros(0, CHUNK),
-        pages=np.concatenate(pages_out) if pages_out else np.zeros(0, PAGE),
-        data_bytes=data_at,
-        data_base=data_base,
-        chunk_base=chunk_base,
-        page_base=page_base,
-    )
+    chunk_base[1:] = np.cumsum([len(p.chunks) for p in plans])
+    page_base[1:] = np.cumsum([len(p.pages) for p in plans])
+    sizes = np.array([round_up(int(p.data_bytes), DATA_ALIGN) for p in plans], np.int64)
+    data_base = np.cumsum(sizes) - sizes
+    c = np.concatenate([np.asarray(p.chunks, CHUNK) for p in plans]) if n else np.zeros(0, CHUNK)
+    g = np.concatenate([np.asarray(p.pages, PAGE) for p in plans]) if n else np.zeros(0, PAGE)
+    # member of each record
+    cm = np.repeat(np.arange(n), np.diff(chunk_base))
+    pm = np.repeat(np.arange(n), np.diff(page_base))
+    d = c["dict_page"].astype(np.int64)
+    has_dict = d >= 0
+    if (d[has_dict] >= np.diff(page_base)[cm[has_dict]]).any():
+        raise ValueError("a chunk's dictionary page lies outside its plan's pages")
+    d[has_dict] += page_base[cm[has_dict]]
+    # rows and dictionary entries before each member: running sums over every chunk before it
+    rows_at = _before(c["num_rows"].astype(np.int64), chunk_base)
+    entries = np.zeros(len(c), np.int64)
+    entries[has_dict] = g["num_values"][d[has_dict]]
+    dict_at = _before(entries, chunk_base)
+    c["dict_page"] = np.where(has_dict, d, c["dict_page"])
+    c["first_page"] += page_base[cm]
+    c["row_base"] += rows_at[cm]
+    c["dict_base"] += dict_at[cm]
+    g["chunk"] += chunk_base[pm]
+    g["offset"] += data_base[pm]
+    g["row_start"] += rows_at[pm]
+    return MergedPlan(chunks=c, pages=g, data_bytes=int(sizes.sum()), data_base=data_base,
+                      chunk_base=chunk_base, page_base=page_base)
+
+
+def _before(values: np.ndarray, bases: np.ndarray) -> np.ndarray:
+    """For each member (records ``[bases[i], bases[i + 1])``), the sum of ``values`` of the records before it."""
+    total = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(values, out=total[1:])
+    return total[bases[:-1]]
 
 
 def place_members(merged: MergedPlan, chunks: np.ndarray) -> np.ndarray:
@@ -138,17 +139,12 @@ def place_members(merged: MergedPlan, chunks: np.ndarray) -> np.ndarray:
     ``[out_base[i], out_base[i + 1])``, placed inside it as
     :func:`~.tables.place_outputs` places that member alone. Returns
     ``out_base`` (int64, members + 1; the last is the output's size).
+
+    Every chunk's buffers take a multiple of :data:`~.tables.ALIGN`, so
+    placing all the chunks at once is exactly that (:func:`~.tables.output_bytes`).
     """
-    members = len(merged.chunk_base) - 1
-    out_base = np.zeros(members + 1, np.int64)
-    for i in range(members):
-        lo, hi = int(merged.chunk_base[i]), int(merged.chunk_base[i + 1])
-        mine = chunks[lo:hi].copy()
-        size = place_outputs(mine)
-        base = int(out_base[i])
-        for name in ("out_valid", "out_values", "out_data"):
-            col = mine[name]
-            col[col >= 0] += base
-        chunks[lo:hi] = mine
-        out_base[i + 1] = base + round_up(size, ALIGN)
-    return out_base
+    sizes = output_bytes(chunks)
+    place_outputs(chunks)
+    total = np.zeros(len(chunks) + 1, np.int64)
+    np.cumsum(sizes, out=total[1:])
+    return total[merged.chunk_base]

@@ -25,14 +25,14 @@ from .kernels_fixed import (
     bool_kernel,
     check_kernel,
     dict_kernel,
-    fill_kernel,
     fixed_kernel,
+    split_fill_kernel,
     totals_kernel,
     validity_kernel,
     zero_kernel,
 )
 from .kernels_levels import SCAN_SLOTS, levels_kernel
-from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical, place_outputs, validity_bytes
+from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical, place_outputs
 
 __all__ = ["DecodeState", "Measured", "Decoded", "measure", "write", "decode_host"]
 
@@ -56,14 +56,18 @@ class DecodeState:
     ``valid``, ``vindex``, ``vrow`` (the page's ``k``-th value's row
     offset), ``row_page``, ``idx``, ``lengths``, ``str_src``, the per-page
     ``vstart``, ``vend``, the dictionary entries' ``dict_off``,
-    ``dict_len``, and ``byte_base`` (each chunk's first bitmap byte slot,
-    plus the total); the zeroed per-row and per-page arrays are views of
-    one block, ``scratch``. ``stream`` is the stream every launch uses;
-    ``has_*`` say which steps the batch needs.
+    ``dict_len``, ``byte_base`` (each chunk's first bitmap byte slot, plus
+    the total), and the byte-array and DELTA kernels' scratch ``sa``,
+    ``sb`` (per row) and ``page_bytes``, ``page_base`` (per page). All are
+    views of one device block, ``block``: the records uploaded in one copy
+    (``records``: chunks, pages and byte slots), then the scratch, zeroed
+    (``row_page`` set to -1) by one launch. ``stream`` is the stream every
+    launch uses; ``has_*`` say which steps the batch needs.
     """
 
-    _ARRAYS = ("data", "chunks_d", "pages_d", "scratch", "valid", "vindex", "vrow", "row_page", "idx", "lengths",
-               "str_src", "vstart", "vend", "dict_off", "dict_len", "byte_base")
+    _ARRAYS = ("data", "block", "records", "chunks_d", "pages_d", "valid", "vindex", "vrow", "row_page", "idx",
+               "lengths", "str_src", "vstart", "vend", "dict_off", "dict_len", "byte_base", "sa", "sb",
+               "page_bytes", "page_base")
 
     def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> None:
         self.stream = stream
@@ -76,18 +80,9 @@ class DecodeState:
         needs_idx = bool(np.isin(data_pages["encoding"], _DICT_ENCODINGS).any()) or (
             bool((kinds == int(OutKind.BOOL)).any()) and bool((data_pages["encoding"] == int(Encoding.RLE)).any()))
         is_bytes = kinds == int(OutKind.BYTES)
-        total_dict = 0
-        for c in chunks[is_bytes]:
-            d = int(c["dict_page"])
-            if 0 <= d < len(pages):
-                total_dict = max(total_dict, int(c["dict_base"]) + max(int(pages[d]["num_values"]), 0))
         rows = self.total_rows
         byte_base = np.zeros(len(chunks) + 1, np.int64)
-        np.cumsum([validity_bytes(int(n)) for n in chunks["num_rows"]], out=byte_base[1:])
-
-        self.chunks_d = cuda.to_device(np.ascontiguousarray(chunks, CHUNK), stream=stream)
-        self.pages_d = cuda.to_device(np.ascontiguousarray(pages, PAGE), stream=stream)
-        self.byte_base = cuda.to_device(byte_base, stream=stream)
+        np.cumsum((chunks["num_rows"].astype(np.int64) + 7) // 8, out=byte_base[1:])  # validity_bytes
         self.bitmap_bytes = int(byte_base[-1])
         # Steps with nothing to do in this batch are not launched.
         encodings = data_pages["encoding"]
@@ -100,23 +95,41 @@ class DecodeState:
         self.has_delta = bool((encodings == int(Encoding.DELTA_BINARY_PACKED)).any())
         self.has_bool = bool((kinds == int(OutKind.BOOL)).any())
         self.has_nullable = bool((chunks["max_def"] > 0).any())
-        # The zeroed scratch: one block, one fill, views (every launch costs
-        # the service ~0.1 ms of Python, and a decode is its GIL's work).
-        # Per-row string scratch for the byte-array kernels: BYTES chunks,
-        # and DELTA_BYTE_ARRAY pages of FIXED_LEN_BYTE_ARRAY chunks.
+        total_dict = _dictionary_entries(chunks[is_bytes], pages)
+        # One block, one upload, one fill, views: every allocation and launch
+        # costs the service Python under its one GIL. Per-row string scratch
+        # for the byte-array kernels: BYTES chunks, and DELTA_BYTE_ARRAY pages
+        # of FIXED_LEN_BYTE_ARRAY chunks.
         string_rows = rows if self.has_bytes else 0
-        self.scratch, views = _zeroed([
+        scratch_rows = max(1, rows) if self.has_bytes or self.has_delta else 0
+        layout = _Layout([
+            ("chunks_d", len(chunks), CHUNK), ("pages_d", len(pages), PAGE), ("byte_base", len(byte_base), np.int64),
+            (_ZEROED, 0, np.uint8),
             ("valid", rows, np.uint8), ("vindex", rows, np.int32), ("vrow", rows, np.int32),
             ("idx", rows if needs_idx else 0, np.int32), ("vstart", len(pages), np.int64),
             ("vend", len(pages), np.int64), ("dict_off", total_dict, np.int64), ("dict_len", total_dict, np.int32),
-            ("lengths", string_rows, np.int64), ("str_src", string_rows, np.int64)], stream)
-        self.valid, self.vindex, self.vrow, self.idx = views["valid"], views["vindex"], views["vrow"], views["idx"]
-        self.vstart, self.vend, self.dict_off, self.dict_len = (views["vstart"], views["vend"], views["dict_off"],
-                                                                views["dict_len"])
-        self.lengths, self.str_src = views["lengths"], views["str_src"]
-        self.row_page = cuda.device_array(rows, np.int32, stream=stream)
-        if rows:
-            fill_kernel[_grid(rows, _ROW_THREADS), _ROW_THREADS, stream](self.row_page, -1)
+            ("lengths", string_rows, np.int64), ("str_src", string_rows, np.int64),
+            (_MINUS_ONE, 0, np.uint8), ("row_page", rows, np.int32),
+            (_UNSET, 0, np.uint8),
+            ("sa", scratch_rows, np.uint64), ("sb", scratch_rows if self.has_bytes else 0, np.uint64),
+            ("page_bytes", len(pages) if self.has_bytes else 0, np.int64),
+            ("page_base", len(pages) if self.has_bytes else 0, np.int64)])
+        host = np.zeros(layout.at[_ZEROED], np.uint8)
+        layout.host_view(host, "chunks_d")[:] = chunks
+        layout.host_view(host, "pages_d")[:] = pages
+        layout.host_view(host, "byte_base")[:] = byte_base
+        self.block = cuda.device_array(layout.total, np.uint8, stream=stream)
+        self.records = self.block[: len(host)]
+        self.records.copy_to_device(host, stream=stream)
+        for name, view in layout.device_views(self.block).items():
+            setattr(self, name, view)
+        self.record_layout = layout
+        # zeroed, then row_page's words to -1 (all ones), in one launch
+        words = self.block[layout.at[_ZEROED] : layout.at[_UNSET]].view(np.uint64)
+        split = (layout.at[_MINUS_ONE] - layout.at[_ZEROED]) // 8
+        if words.shape[0]:
+            split_fill_kernel[_grid(words.shape[0], _ROW_THREADS), _ROW_THREADS, stream](
+                words, split, np.uint64(0), np.uint64(0xFFFFFFFFFFFFFFFF))
         self.closed = False
 
     def close(self) -> None:
@@ -130,6 +143,54 @@ class DecodeState:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# Marks in a layout: where the zeroed part, the part set to -1 and the part
+# left as the pool lends it begin.
+_ZEROED, _MINUS_ONE, _UNSET = "<zeroed>", "<minus one>", "<unset>"
+_BLOCK_ALIGN = 256
+
+
+class _Layout:
+    """Arrays ``(name, length, dtype)`` one after the other, each on a 256-byte boundary.
+
+    Names in angle brackets mark a place (an offset in ``at``), no array.
+    """
+
+    def __init__(self, specs: list) -> None:
+        self.at: dict[str, int] = {}
+        self.arrays: dict[str, tuple[int, int, np.dtype]] = {}  # name -> (offset, bytes, dtype)
+        total = 0
+        for name, n, dtype in specs:
+            total = -(-total // _BLOCK_ALIGN) * _BLOCK_ALIGN
+            self.at[name] = total
+            dtype = np.dtype(dtype)
+            if not name.startswith("<"):
+                self.arrays[name] = (total, n * dtype.itemsize, dtype)
+            total += n * dtype.itemsize
+        self.total = max(8, -(-total // _BLOCK_ALIGN) * _BLOCK_ALIGN)
+
+    def host_view(self, host: np.ndarray, name: str) -> np.ndarray:
+        """Array ``name`` in a host copy of the block's first bytes."""
+        at, size, dtype = self.arrays[name]
+        return host[at : at + size].view(dtype)
+
+    def device_views(self, block) -> dict:
+        """Every array as a view of the device ``block``."""
+        return {name: block[at : at + size].view(dtype) for name, (at, size, dtype) in self.arrays.items()}
+
+
+def _dictionary_entries(chunks: np.ndarray, pages: np.ndarray) -> int:
+    """Dictionary entries the batch-wide space needs for ``chunks`` (past the last entry of any of them).
+
+    A dictionary page index out of the batch counts none (the kernels report it).
+    """
+    d = chunks["dict_page"].astype(np.int64)
+    ok = (d >= 0) & (d < len(pages))
+    if not ok.any():
+        return 0
+    entries = np.maximum(pages["num_values"][d[ok]].astype(np.int64), 0)
+    return max(0, int((chunks["dict_base"][ok].astype(np.int64) + entries).max()))
 
 
 class Measured(NamedTuple):
@@ -146,29 +207,6 @@ class Decoded(NamedTuple):
     chunks: np.ndarray
     pages: np.ndarray
     out: np.ndarray
-
-
-def _zeroed(specs: list, stream: Any) -> tuple[Any, dict]:
-    """One zeroed device block holding an array per ``(name, length, dtype)``: (block, views by name).
-
-    Each array starts on a 256-byte boundary; filled on the device by one
-    launch (copying host zeros would cost a pageable transfer a batch).
-    """
-    offsets = []
-    total = 0
-    for _name, n, dtype in specs:
-        total = (total + 255) // 256 * 256
-        offsets.append(total)
-        total += n * np.dtype(dtype).itemsize
-    total = max(8, (total + 7) // 8 * 8)
-    block = cuda.device_array(total, np.uint8, stream=stream)
-    words = block.view(np.uint64)
-    fill_kernel[_grid(words.shape[0], _ROW_THREADS), _ROW_THREADS, stream](words, 0)
-    views = {}
-    for (name, n, dtype), at in zip(specs, offsets):
-        size = n * np.dtype(dtype).itemsize
-        views[name] = block[at : at + size].view(dtype)
-    return block, views
 
 
 def _grid(n: int, threads: int) -> int:
@@ -214,13 +252,14 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> Mea
     state = DecodeState(data, chunks, pages, stream)
     try:
         _measure(state)
-        back_c = state.chunks_d.copy_to_host(stream=stream)
-        back_p = state.pages_d.copy_to_host(stream=stream)
+        back = state.records.copy_to_host(stream=stream)  # the chunks and pages in one copy (small)
         if stream != 0:
             stream.synchronize()
     except BaseException:
         state.close()
         raise
+    back_c = state.record_layout.host_view(back, "chunks_d")
+    back_p = state.record_layout.host_view(back, "pages_d")
     for name in ("null_count", "data_bytes"):
         chunks[name] = back_c[name]
     for name in ("nonnull", "error"):
@@ -266,9 +305,11 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
     """
     if state.closed:
         raise ValueError("the decode state is closed")
+    if len(chunks) != state.num_chunks:
+        raise ValueError(f"{len(chunks)} placed chunks for a measured batch of {state.num_chunks}")
     st = stream
     state.stream = stream
-    state.chunks_d = cuda.to_device(np.ascontiguousarray(chunks, CHUNK), stream=st)
+    state.chunks_d.copy_to_device(np.ascontiguousarray(chunks, CHUNK), stream=st)  # its place, not a new array
     s = state
     if out.shape[0]:
         zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, st](out)

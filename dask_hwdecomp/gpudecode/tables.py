@@ -34,7 +34,7 @@ import enum
 import numpy as np
 
 __all__ = ["CHUNK", "PAGE", "OutKind", "PageKind", "Encoding", "Physical", "PageError", "ALIGN", "place_outputs",
-           "validity_bytes", "values_bytes"]
+           "output_bytes", "validity_bytes", "values_bytes"]
 
 # Output buffers are placed at this alignment (Arrow's recommended 64).
 ALIGN = 64
@@ -155,10 +155,6 @@ PAGE = np.dtype(
 )
 
 
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
 def validity_bytes(num_rows: int) -> int:
     """Bytes of a bitmap of ``num_rows`` bits."""
     return (num_rows + 7) // 8
@@ -183,18 +179,36 @@ def place_outputs(chunks: np.ndarray) -> int:
     :data:`ALIGN`, in chunk order; returns the output buffer's size.
     ``data_bytes`` must have been measured.
     """
-    end = 0
-    for c in chunks:
-        if int(c["max_def"]) > 0:
-            c["out_valid"] = end
-            end = _align(end + validity_bytes(int(c["num_rows"])))
-        else:
-            c["out_valid"] = -1
-        c["out_values"] = end
-        end = _align(end + values_bytes(c))
-        if int(c["kind"]) == OutKind.BYTES:
-            c["out_data"] = end
-            end = _align(end + int(c["data_bytes"]))
-        else:
-            c["out_data"] = -1
-    return end
+    valid, values, data = _buffer_bytes(chunks)
+    total = valid + values + data
+    start = np.cumsum(total) - total
+    chunks["out_valid"] = np.where(chunks["max_def"] > 0, start, -1)
+    chunks["out_values"] = start + valid
+    chunks["out_data"] = np.where(chunks["kind"] == int(OutKind.BYTES), start + valid + values, -1)
+    return int(total.sum())
+
+
+def output_bytes(chunks: np.ndarray) -> np.ndarray:
+    """Each measured chunk's bytes in :func:`place_outputs`' layout (int64, multiples of :data:`ALIGN`).
+
+    Chunks are placed one after the other, so the placement of any run of
+    consecutive chunks is theirs alone shifted by the bytes before them.
+    """
+    valid, values, data = _buffer_bytes(chunks)
+    return valid + values + data
+
+
+def _buffer_bytes(chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per chunk, the aligned bytes of its validity bitmap, values (or offsets) and string data (int64)."""
+    rows = chunks["num_rows"].astype(np.int64)
+    kind = chunks["kind"]
+    bitmap = (rows + 7) // 8  # validity_bytes
+    values = np.where(kind == int(OutKind.BOOL), bitmap,
+                      np.where(kind == int(OutKind.BYTES), rows + 1, rows) * chunks["width"].astype(np.int64))
+    valid = np.where(chunks["max_def"] > 0, _aligned(bitmap), 0)
+    data = np.where(kind == int(OutKind.BYTES), _aligned(chunks["data_bytes"].astype(np.int64)), 0)
+    return valid.astype(np.int64), _aligned(values).astype(np.int64), data.astype(np.int64)
+
+
+def _aligned(n: np.ndarray) -> np.ndarray:
+    return (n + ALIGN - 1) // ALIGN * ALIGN

@@ -11,12 +11,18 @@ anything another backend decompressed.
 
 A kept block holds *spans* of the client's buffer copied as the call copied
 them back, the bytes between outputs included; only the jobs' *outputs*
-among them are right. So the device copies run first, a span at a time
-(consecutive outputs of one span in one copy, the bytes between them
-included), and the host pieces after them, which also overwrite those
-in-between bytes. Host pieces of at least :data:`PATCH_BYTES` are copied
-one by one; smaller ones (mostly page headers) are *patches*: packed into
-one buffer, uploaded in one copy and put in place by one kernel.
+among them are right. So the device copies (:attr:`Uploads.device`) run
+first, a span at a time (consecutive outputs of one span in one copy, the
+bytes between them included), and the host pieces after them, which also
+overwrite those in-between bytes. Host pieces of at least
+:data:`PATCH_BYTES` are copied one by one; smaller ones (mostly page
+headers) are *patches*: packed into one buffer (:func:`pack_patches`) and
+uploaded in one copy.
+
+The decoder copies the same bytes with one launch (:mod:`~.gather`):
+:attr:`Uploads.pieces` are the kept outputs alone, without the bytes
+between them, so they, the patches and the large host pieces never overlap
+and need no order.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 __all__ = ["KeptPages", "Uploads", "plan_uploads", "pack_patches", "device_address", "PATCH_BYTES"]
 
@@ -83,11 +90,18 @@ class Uploads:
         Large host pieces: source offset, bytes, offset in ``data``.
     patches : ndarray of int64, shape (n, 3)
         Small host pieces, the same columns; packed (:func:`pack_patches`).
+    pieces : ndarray of int64, shape (n, 4)
+        The bytes ``device`` copies without those between outputs: a row
+        per kept output (clipped to its range) of block index, offset in
+        the block, offset in ``data``, bytes. They never overlap ``host``
+        or ``patches``, so the three may be copied in any order, or at once
+        (:func:`~.gather.copy_pieces`).
     """
 
     device: list = field(default_factory=list)
     host: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
     patches: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    pieces: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
 
     @property
     def device_bytes(self) -> int:
@@ -98,28 +112,37 @@ class Uploads:
 def _outputs(kept: list[KeptPages]) -> np.ndarray:
     """Every output of every block: rows (start, end, block index, span id, offset in the block), by start.
 
+    A span's id is its index in the blocks' spans laid end to end. All
+    blocks at once: a run's requests bring hundreds of them.
+
     Raises
     ------
     ValueError
         An output outside its block's spans, or two outputs that overlap.
     """
-    rows = []
-    span_base = 0
-    for k, pages in enumerate(kept):
-        spans, out = pages.spans, pages.outputs[pages.outputs[:, 1] > 0]
-        order = np.argsort(spans[:, 0], kind="stable")
-        spans = spans[order]
-        at = np.searchsorted(spans[:, 0], out[:, 0], side="right") - 1
-        inside = at >= 0
-        inside[inside] &= out[inside, 0] + out[inside, 1] <= spans[at[inside], 0] + spans[at[inside], 1]
-        if not inside.all():
-            raise ValueError(f"kept block {k} has an output outside its spans")
-        block_off = spans[at, 2] + (out[:, 0] - spans[at, 0])
-        rows.append(np.stack([out[:, 0], out[:, 0] + out[:, 1], np.full(len(out), k), span_base + order[at],
-                              block_off], axis=1))
-        span_base += len(spans)
-    table = np.concatenate(rows) if rows else np.zeros((0, 5), np.int64)
-    table = table[np.argsort(table[:, 0], kind="stable")].astype(np.int64)
+    if not kept:
+        return np.zeros((0, 5), np.int64)
+    spans = np.concatenate([np.asarray(p.spans, np.int64).reshape(-1, 3) for p in kept])
+    outs = [np.asarray(p.outputs, np.int64).reshape(-1, 2) for p in kept]
+    outs = [o[o[:, 1] > 0] for o in outs]
+    sblock = np.repeat(np.arange(len(kept)), [len(p.spans) for p in kept])
+    oblock = np.repeat(np.arange(len(kept)), [len(o) for o in outs])
+    out = np.concatenate(outs)
+    # each output's span: the last of its block's spans starting at or before it (block, then start)
+    top = max(int((spans[:, 0] + spans[:, 1]).max(initial=0)), int((out[:, 0] + out[:, 1]).max(initial=0))) + 1
+    if top * len(kept) >= 1 << 62 or (len(spans) and spans[:, 0].min() < 0) or (len(out) and out[:, 0].min() < 0):
+        raise ValueError(f"kept offsets out of range ({len(kept)} blocks, up to {top})")
+    order = np.lexsort((spans[:, 0], sblock))  # stable, as each block's own sort
+    key = sblock[order] * top + spans[order, 0]
+    at = np.searchsorted(key, oblock * top + out[:, 0], side="right") - 1
+    inside = at >= 0
+    span = order[np.maximum(at, 0)]
+    inside &= (sblock[span] == oblock) & (out[:, 0] + out[:, 1] <= spans[span, 0] + spans[span, 1])
+    if not inside.all():
+        raise ValueError(f"kept block {int(oblock[~inside].min())} has an output outside its spans")
+    block_off = spans[span, 2] + (out[:, 0] - spans[span, 0])
+    table = np.stack([out[:, 0], out[:, 0] + out[:, 1], oblock, span, block_off], axis=1).astype(np.int64)
+    table = table[np.argsort(table[:, 0], kind="stable")]
     if len(table) > 1 and (table[1:, 0] < table[:-1, 1]).any():
         raise ValueError("kept outputs overlap")
     return table
@@ -127,6 +150,10 @@ def _outputs(kept: list[KeptPages]) -> np.ndarray:
 
 def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = PATCH_BYTES) -> Uploads:
     """Split a plan's upload ``ranges`` into copies from ``kept`` blocks and from the host.
+
+    Every range is cut against every kept output at once (no Python per
+    range or output): a decode of a whole read has thousands of pages, and
+    this runs in the GPU service under its one GIL.
 
     Parameters
     ----------
@@ -147,34 +174,57 @@ def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = P
     if not kept:
         return Uploads([], *_split(ranges, patch_bytes))
     table = _outputs(kept)
-    device: dict[int, list] = {}
-    host: list[tuple[int, int, int]] = []
-    for so, n, do in ranges.tolist():
-        end = so + n
-        lo = int(np.searchsorted(table[:, 1], so, side="right"))
-        hi = int(np.searchsorted(table[:, 0], end, side="left"))
-        hits = table[lo:hi]
-        starts = np.maximum(hits[:, 0], so)
-        ends = np.minimum(hits[:, 1], end)
-        # the host fills what no output covers
-        cuts = np.concatenate([[so], ends])
-        nexts = np.concatenate([starts, [end]])
-        gap = nexts > cuts
-        host.extend((int(a), int(b - a), int(do + a - so)) for a, b in zip(cuts[gap], nexts[gap]))
-        if not len(hits):
-            continue
-        # consecutive outputs of one span: one copy (no other output lies between them)
-        boff = hits[:, 4] + (starts - hits[:, 0])
-        new = np.ones(len(hits), bool)
-        new[1:] = hits[1:, 3] != hits[:-1, 3]
-        heads = np.flatnonzero(new)
-        tails = np.concatenate([heads[1:], [len(hits)]]) - 1
-        for h, t in zip(heads.tolist(), tails.tolist()):
-            device.setdefault(int(hits[h, 2]), []).append((int(boff[h]), int(do + starts[h] - so),
-                                                           int(ends[t] - starts[h])))
-    host_rows = np.array(host, dtype=np.int64).reshape(-1, 3)
-    big, small = _split(host_rows, patch_bytes)
-    return Uploads([(k, np.array(rows, dtype=np.int64)) for k, rows in sorted(device.items())], big, small)
+    so, n, do = ranges[:, 0], ranges[:, 1], ranges[:, 2]
+    end = so + n
+    # the outputs each range overlaps: table[lo:hi] (outputs are sorted and disjoint)
+    lo = np.searchsorted(table[:, 1], so, side="right")
+    hi = np.searchsorted(table[:, 0], end, side="left")
+    counts = np.maximum(hi - lo, 0)
+    first = np.cumsum(counts) - counts  # each range's first hit
+    hit_range = np.repeat(np.arange(len(ranges)), counts)  # each hit's range
+    hits = table[lo[hit_range] + np.arange(len(hit_range)) - first[hit_range]]
+    starts = np.maximum(hits[:, 0], so[hit_range])
+    ends = np.minimum(hits[:, 1], end[hit_range])
+    shift = do - so  # a buffer offset's place in ``data``, per range
+    host = _gaps(so, end, counts, first, hit_range, starts, ends, shift)
+    # Exact pieces: each hit's bytes, nothing between outputs.
+    boff = hits[:, 4] + (starts - hits[:, 0])
+    pieces = np.stack([hits[:, 2], boff, starts + shift[hit_range], ends - starts], axis=1).astype(np.int64)
+    # consecutive outputs of one span within one range: one copy (no other output lies between them)
+    new = np.ones(len(hits), bool)
+    new[1:] = hits[1:, 3] != hits[:-1, 3]
+    new[first[counts > 0]] = True
+    heads = np.flatnonzero(new)
+    tails = np.append(heads[1:], len(hits))[: len(heads)] - 1
+    rows = np.stack([boff[heads], starts[heads] + shift[hit_range[heads]], ends[tails] - starts[heads]], axis=1)
+    blocks = hits[heads, 2]
+    order = np.argsort(blocks, kind="stable")
+    keys, at = np.unique(blocks[order], return_index=True)
+    parts = np.split(rows[order].astype(np.int64), at[1:])
+    device = [(int(k), part) for k, part in zip(keys.tolist(), parts)]
+    big, small = _split(host, patch_bytes)
+    return Uploads(device, big, small, pieces)
+
+
+def _gaps(so, end, counts, first, hit_range, starts, ends, shift) -> np.ndarray:
+    """What no kept output covers, per range in order: rows (source offset, bytes, offset in ``data``).
+
+    Range ``r`` has ``counts[r] + 1`` candidate gaps: from its start to its
+    first hit, between consecutive hits, from its last hit to its end.
+    """
+    total = len(hit_range) + len(so)
+    slot0 = first + np.arange(len(so))  # each range's first gap slot
+    cuts = np.empty(total, np.int64)  # where each gap starts ...
+    nexts = np.empty(total, np.int64)  # ... and ends
+    cuts[slot0] = so
+    nexts[slot0 + counts] = end
+    k = np.arange(len(hit_range)) - first[hit_range]  # each hit's place in its range
+    cuts[slot0[hit_range] + k + 1] = ends
+    nexts[slot0[hit_range] + k] = starts
+    owner = np.repeat(np.arange(len(so)), counts + 1)
+    gap = nexts > cuts
+    a = cuts[gap]
+    return np.stack([a, nexts[gap] - a, a + shift[owner[gap]]], axis=1).astype(np.int64).reshape(-1, 3)
 
 
 def _split(rows: np.ndarray, patch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -182,15 +232,46 @@ def _split(rows: np.ndarray, patch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     return rows[~small], rows[small]
 
 
-def pack_patches(host: np.ndarray, patches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The patches' bytes packed end to end, and rows (offset in the pack, offset in ``data``, bytes)."""
-    if not len(patches):
-        return np.zeros(0, np.uint8), np.zeros((0, 3), np.int64)
+def pack_patches(host: np.ndarray, patches: np.ndarray, out: np.ndarray | None = None,
+                 at: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The patches' bytes packed end to end, and rows (offset in the pack, offset in ``data``, bytes).
+
+    Parameters
+    ----------
+    host : ndarray of uint8
+        The bytes the patches' source offsets point into.
+    patches : ndarray of int64, shape (n, 3)
+        Source offset, bytes, offset in ``data`` (:attr:`Uploads.patches`).
+    out : ndarray of uint8, optional
+        Where to pack them, from ``at``; the rows' offsets are then in
+        ``out``. By default a new array of their size.
+    at : int
+        The first byte of ``out`` to pack into.
+
+    Raises
+    ------
+    ValueError
+        A patch outside ``host``, or more bytes than ``out`` holds from ``at``.
+    """
+    patches = np.asarray(patches, np.int64).reshape(-1, 3)
     sizes = patches[:, 1]
-    at = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    # every byte's source: its piece's start plus its place in the piece
-    index = np.repeat(patches[:, 0] - at, sizes) + np.arange(int(sizes.sum()))
-    return host[index], np.stack([at, patches[:, 2], sizes], axis=1).astype(np.int64)
+    total = int(sizes.sum())
+    if out is None:
+        out, at = np.empty(total, np.uint8), 0
+    if len(patches) and (patches[:, 0].min() < 0 or int((patches[:, 0] + sizes).max()) > len(host)):
+        raise ValueError(f"a patch outside the {len(host)} bytes it is packed from")
+    if at < 0 or at + total > len(out):
+        raise ValueError(f"{total} bytes of patches packed at {at} of {len(out)}")
+    offsets = at + np.cumsum(sizes) - sizes
+    _copy_runs(host, patches[:, 0], sizes, out, offsets)  # compiled: no Python a patch, the GIL released
+    return out[at : at + total], np.stack([offsets, patches[:, 2], sizes], axis=1).astype(np.int64)
+
+
+@njit(nogil=True, cache=True)
+def _copy_runs(src, starts, sizes, dst, offsets):
+    for i in range(starts.shape[0]):
+        n = sizes[i]
+        dst[offsets[i] : offsets[i] + n] = src[starts[i] : starts[i] + n]
 
 
 def device_address(array: Any) -> int:
