@@ -122,7 +122,7 @@ def _window(address: int, nbytes: int) -> tuple[Any, Any]:
     """``nbytes`` from ``address`` (aligned), rounded up to whole words, as borrowed uint8 and uint64 arrays."""
     words = -(-nbytes // 8)
     if _SIM:
-        from numba.cuda.cudadrv.devicearray import FakeCUDAArray  # the simulator's
+        from numba.cuda.cudadrv.devicearray import FakeCUDAArray  # type: ignore[attr-defined]  # the simulator's
 
         host = np.ctypeslib.as_array(ctypes.cast(address, ctypes.POINTER(ctypes.c_uint64)), shape=(words,))
         return FakeCUDAArray(host.view(np.uint8)), FakeCUDAArray(host)

@@ -68,6 +68,25 @@ class DecodeState:
     _ARRAYS = ("data", "block", "records", "chunks_d", "pages_d", "valid", "vindex", "vrow", "row_page", "idx",
                "lengths", "str_src", "vstart", "vend", "dict_off", "dict_len", "byte_base", "sa", "sb",
                "page_bytes", "page_base")
+    # The views of ``block``, set from a table in __init__ (device arrays; None once closed).
+    chunks_d: Any
+    pages_d: Any
+    valid: Any
+    vindex: Any
+    vrow: Any
+    row_page: Any
+    idx: Any
+    lengths: Any
+    str_src: Any
+    vstart: Any
+    vend: Any
+    dict_off: Any
+    dict_len: Any
+    byte_base: Any
+    sa: Any
+    sb: Any
+    page_bytes: Any
+    page_base: Any
 
     def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> None:
         self.stream = stream
