@@ -105,6 +105,33 @@ class PageType(IntEnum):
     DATA_PAGE_V2 = 3
 
 
+class Physical(IntEnum):
+    """Parquet physical types (the format's numbers)."""
+
+    BOOLEAN = 0
+    INT32 = 1
+    INT64 = 2
+    INT96 = 3
+    FLOAT = 4
+    DOUBLE = 5
+    BYTE_ARRAY = 6
+    FIXED_LEN_BYTE_ARRAY = 7
+
+
+class Encoding(IntEnum):
+    """Parquet encodings (the format's numbers)."""
+
+    PLAIN = 0
+    PLAIN_DICTIONARY = 2
+    RLE = 3
+    BIT_PACKED = 4
+    DELTA_BINARY_PACKED = 5
+    DELTA_LENGTH_BYTE_ARRAY = 6
+    DELTA_BYTE_ARRAY = 7
+    RLE_DICTIONARY = 8
+    BYTE_STREAM_SPLIT = 9
+
+
 class Codec(IntEnum):
     """``CompressionCodec`` of ``parquet.thrift``."""
 

@@ -33,38 +33,13 @@ import enum
 
 import numpy as np
 
+from ..format.structs import Encoding, Physical
+
 __all__ = ["CHUNK", "PAGE", "OutKind", "PageKind", "Encoding", "Physical", "PageError", "ALIGN", "place_outputs",
            "output_bytes", "validity_bytes", "values_bytes"]
 
 # Output buffers are placed at this alignment (Arrow's recommended 64).
 ALIGN = 64
-
-
-class Physical(enum.IntEnum):
-    """Parquet physical types (the format's numbers)."""
-
-    BOOLEAN = 0
-    INT32 = 1
-    INT64 = 2
-    INT96 = 3
-    FLOAT = 4
-    DOUBLE = 5
-    BYTE_ARRAY = 6
-    FIXED_LEN_BYTE_ARRAY = 7
-
-
-class Encoding(enum.IntEnum):
-    """Parquet encodings (the format's numbers)."""
-
-    PLAIN = 0
-    PLAIN_DICTIONARY = 2
-    RLE = 3
-    BIT_PACKED = 4
-    DELTA_BINARY_PACKED = 5
-    DELTA_LENGTH_BYTE_ARRAY = 6
-    DELTA_BYTE_ARRAY = 7
-    RLE_DICTIONARY = 8
-    BYTE_STREAM_SPLIT = 9
 
 
 class PageKind(enum.IntEnum):
