@@ -20,17 +20,19 @@ Failures, and what the caller sees:
   index, and :class:`~dask_hwdecomp.errors.CorruptPageError` names its file,
   row group, column and page, as in process;
 * the service dies (a poisoned context exits it, or it is killed), fails
-  the batch as a whole, or does not answer within the deadline
-  (``gpu_timeout_s`` plus time for the batch's bytes; the waiting client
-  kills it): every request in flight fails, and the next call attaches to a
-  fresh service. Each failed batch is then decompressed on this thread by
-  the CPU decoders to find the bad page: if one is corrupt,
+  the batch as a whole, or does not answer within the request's deadline
+  (:mod:`~dask_hwdecomp.service.deadline`: from when the service took the
+  request up, a second plus time for its bytes and those queued ahead of
+  it, at most ``gpu_timeout_s``; the waiting client kills it): every
+  request in flight, every client's, fails at once, and the next call
+  attaches to a fresh service. Each failed batch is then decompressed on
+  this thread by the CPU decoders to find the bad page: if one is corrupt,
   ``CorruptPageError`` names it and says the GPU service failed on this
   batch. If every page decodes, a death or hang is retried once on a fresh
-  service (the batch may only have shared the GPU with the bad one); failing
-  again raises ``CorruptPageError`` saying the GPU failed on a batch the CPU
-  decodes, which the router redoes on the CPU only with ``cpu_retry``. A
-  batch-level error is raised as it was;
+  service (the batch was innocent: it only shared the GPU, or a call, with
+  the bad one); failing again raises ``CorruptPageError`` saying the GPU
+  failed on a batch the CPU decodes, which the router redoes on the CPU
+  only with ``cpu_retry``. A batch-level error is raised as it was;
 * no service can be reached or started: :class:`~dask_hwdecomp.service.rundir.ServiceUnreachable`,
   on which the router of ``backend="auto"`` reads on the CPU and the report
   says so.
@@ -54,10 +56,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_for_first
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,27 +78,56 @@ from ..gpu.errors import CudaError, NvcompError
 from ..jobs import ALGOS, Algo, Job, JobTable, as_table
 from ..options import Options
 from . import wire
+from .deadline import deadline_s
 from .keeping import KeptRuns
 from .rundir import ServiceAddress, ServiceUnreachable, address_for
 from .shm import SharedBuffer, SharedPool, SharedSegment
 from .sockets import peer_of
 
-__all__ = ["ServiceBackend", "ServiceGone", "GPU_FACTORIES", "start_service", "service_command", "connect", "query", "node_stats", "wait_for_exit"]
+__all__ = ["ServiceBackend", "ServiceGone", "Overdue", "GPU_FACTORIES", "start_service", "service_command", "connect", "query", "node_stats", "wait_for_exit"]
 
 # The backends a node's GPU service hosts, in its one CUDA context.
 GPU_FACTORIES: Mapping[str, str] = {
     name: f"{module}:create" for name, module in BACKEND_MODULES.items() if module is not None
 }
 
-# Bytes per second the deadline grants a batch on top of gpu_timeout_s: a
-# hundredth of what the GPU does, so only a hang ever reaches it.
-_DEADLINE_BYTES_PER_S = 200 << 20
 _ERRORS = {c.__name__: c for c in (CorruptPageError, ChecksumError, CudaError, NvcompError,
                                      BackendUnavailableError, HwdecompError)}
 
 
 class ServiceGone(HwdecompError):
     """The GPU service died, was killed, or did not answer in time."""
+
+
+class Overdue(HwdecompError):
+    """The GPU service did not answer a request within its deadline; the reason says which."""
+
+
+class _TakenUp(NamedTuple):
+    """When the service took a request up (this process's clock), and what it said then."""
+
+    at: float
+    ahead: int
+    bytes_per_s: int
+
+
+class _InFlight:
+    """A request sent to the service: its answer and, once the service says so, when it was taken up."""
+
+    __slots__ = ("sent", "answer", "started")
+
+    def __init__(self) -> None:
+        self.sent = time.monotonic()
+        self.answer: Future = Future()
+        self.started: Future = Future()  # a _TakenUp
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if nbytes < 1024:
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} GiB"
 
 
 def service_command(address: ServiceAddress, idle_s: float = 2.0, persist: bool = False) -> tuple[list, dict]:
@@ -330,7 +363,7 @@ class _Attachment:
     def __init__(self, address: ServiceAddress, backend: str, options: Options, timeout_s: float):
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
-        self._pending: dict[int, Future] = {}
+        self._pending: dict[int, _InFlight] = {}
         self._ids = itertools.count(1)
         self.shared: set[int] = set()
         self.gone: str | None = None
@@ -389,25 +422,65 @@ class _Attachment:
                 wire.send(self.sock, wire.Share(segment.id, segment.nbytes), fds=[segment.fd])
                 self.shared.add(segment.id)
 
-    def request(self, make) -> Future:
-        """Send ``make(rid)`` (and its blob); the future gets the reply message.
+    def request(self, make) -> _InFlight:
+        """Send ``make(rid)`` (and its blob); the request's ``answer`` future gets the reply message.
 
         Raises
         ------
         ServiceGone
+            The service was gone already (nothing was sent).
         """
-        fut: Future = Future()
+        flight = _InFlight()
         with self._lock:
             if self.gone is not None:
                 raise ServiceGone(self.gone)
             rid = next(self._ids)
-            self._pending[rid] = fut
+            self._pending[rid] = flight
         msg, blob = make(rid)
         try:
             self.send(msg, blob)
         except OSError:
             self.die("closed its connection")
-        return fut
+        return flight
+
+    def wait(self, flight: _InFlight, nbytes: int, limit_s: float, wait_s: float = 0.0) -> wire.Message:
+        """The answer to ``flight`` within its deadline (:func:`~dask_hwdecomp.service.deadline.deadline_s`).
+
+        Parameters
+        ----------
+        flight : _InFlight
+            From :meth:`request`.
+        nbytes : int
+            The request's bytes in and out.
+        limit_s : float
+            ``gpu_timeout_s``: the longest wait from when it was sent.
+        wait_s : float
+            How long the service's batcher may hold it for other parts.
+
+        Raises
+        ------
+        Overdue
+            No answer in time (the caller kills the service).
+        ServiceGone
+            The service was lost first.
+        """
+        until = flight.sent + limit_s
+        wait_for_first([flight.answer, flight.started], timeout=max(until - time.monotonic(), 0.0),
+                       return_when=FIRST_COMPLETED)
+        if flight.started.done():
+            up = flight.started.result()
+            allowed = deadline_s(up.ahead + nbytes, up.bytes_per_s, limit_s, wait_s)
+            reason = f"did not answer within {limit_s:g} s (gpu_timeout_s)"
+            if up.at + allowed < until:
+                until = up.at + allowed
+                reason = (f"did not answer within {allowed:.1f} s of taking the request up ({_size(nbytes)} "
+                          f"in and out, {_size(up.ahead)} ahead of it, at {_size(up.bytes_per_s)}/s)")
+        else:
+            reason = f"did not take the request up within {limit_s:g} s (gpu_timeout_s)"
+        try:
+            return flight.answer.result(timeout=max(until - time.monotonic(), 0.0))
+        except FutureTimeout:
+            raise Overdue(reason) from None
 
     def notify(self, msg: wire.Message) -> None:
         """Send a message that has no reply (ignored once the service is gone)."""
@@ -433,10 +506,16 @@ class _Attachment:
             if isinstance(msg, wire.Refused) and rid == -1:
                 reason = f"refused a message ({msg.reason})"
                 break
+            if isinstance(msg, wire.Started):
+                with self._lock:
+                    flight = self._pending.get(msg.rid)
+                if flight is not None and not flight.started.done():
+                    flight.started.set_result(_TakenUp(time.monotonic(), msg.ahead, msg.bytes_per_s))
+                continue
             with self._lock:
-                fut = self._pending.pop(rid, None) if rid is not None else None
-            if fut is not None:
-                fut.set_result(msg)
+                flight = self._pending.pop(rid, None) if rid is not None else None
+            if flight is not None:
+                flight.answer.set_result(msg)
         if not reason and self.gone is None:
             # The service ended the connection: its exit status says how.
             # Not when this side let go (close, kill): waiting for the
@@ -450,8 +529,8 @@ class _Attachment:
             if self.gone is None:
                 self.gone = reason
             pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            fut.set_exception(ServiceGone(self.gone))
+        for flight in pending.values():
+            flight.answer.set_exception(ServiceGone(self.gone))
 
     def kill(self, reason: str) -> None:
         """Kill the service (it hung, or its context is lost): every client restarts it."""
@@ -549,6 +628,8 @@ class ServiceBackend:
         self.startup_timeout_s = startup_timeout_s
         self.restarts = 0
         self.recoveries = 0
+        self.retried = 0  # batches the CPU decodes, redone on a fresh service after a loss
+        self.timeouts = 0  # services this backend killed: a request of its own was overdue
         self.foreign_copies = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -657,10 +738,9 @@ class ServiceBackend:
             request = _Request(src_ref, dst_ref, wire.pack_jobs(jobs) + wire.pack_protect(protect),
                                len(jobs), len(protect), kept)
             nbytes = int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())
-            deadline = self.options.gpu_timeout_s + nbytes / _DEADLINE_BYTES_PER_S
-            outcome = self._attempt(jobs, request, deadline)
+            outcome = self._attempt(jobs, request, nbytes)
             if isinstance(outcome, _Failure):  # raises unless a retry succeeds
-                outcome = self._recover(jobs, src, dst, request, deadline, outcome)
+                outcome = self._recover(jobs, src, dst, request, nbytes, outcome)
             if dst_ref.staged is not None and dst_ref.staged.view is not None:
                 memoryview(dst).cast("B")[:] = dst_ref.staged.view[: dst_ref.nbytes]
             return outcome
@@ -687,8 +767,10 @@ class ServiceBackend:
             buf_view[:n] = view
         return _BufferRef(segment, 0, n, buf)
 
-    def _attempt(self, jobs: Sequence[Job] | JobTable, request: _Request, deadline: float) -> int | _Failure:
+    def _attempt(self, jobs: Sequence[Job] | JobTable, request: _Request, nbytes: int) -> int | _Failure:
         """Run once: on success the pages the service redid on the CPU, else a :class:`_Failure`.
+
+        ``nbytes``: the jobs' bytes in and out, which the deadline grants time for.
 
         Raises
         ------
@@ -701,12 +783,12 @@ class ServiceBackend:
         try:
             att.share(request.src.segment)
             att.share(request.dst.segment)
-            fut = att.request(request.message)
-            reply = fut.result(timeout=deadline)
-        except FutureTimeout:
-            reason = f"did not answer within {deadline:.0f} s (gpu_timeout_s)"
-            att.kill(reason)
-            return _Failure(reason, None)
+            flight = att.request(request.message)
+            reply = att.wait(flight, nbytes, self.options.gpu_timeout_s, self.options.batch_latency_ms / 1000)
+        except Overdue as late:
+            self.timeouts += 1
+            att.kill(late.reason)
+            return _Failure(late.reason, None)
         except ServiceGone as gone:
             return _Failure(f"died ({gone.reason})", None)
         except OSError as exc:
@@ -736,9 +818,16 @@ class ServiceBackend:
             error = HwdecompError(f"{reply.error_type}: {reply.message}")
         return _Failure(f"failed the batch as a whole ({reply.message})", error)
 
-    def _recover(self, jobs: Sequence[Job] | JobTable, src, dst, request: _Request, deadline: float,
+    def _recover(self, jobs: Sequence[Job] | JobTable, src, dst, request: _Request, nbytes: int,
                  failure: _Failure) -> int:
-        """Find the bad page on the CPU; retry a death or hang once (its redone pages); else raise."""
+        """Find the bad page on the CPU; retry a death or hang once (its redone pages); else raise.
+
+        Every batch in flight when the service was lost comes here, the
+        innocent ones too (their pages shared a GPU call, or the GPU, with
+        the bad one): the CPU tells them apart, and only a batch the CPU
+        decodes is sent again, so the bad one cannot take the fresh service
+        down with the innocent ones' retries.
+        """
         reason, exc = failure.reason, failure.error
         self.recoveries += 1
         what = f"the {self.label} GPU service {reason} on this batch of {len(jobs)} pages; it was restarted"
@@ -753,8 +842,9 @@ class ServiceBackend:
             if isinstance(exc, CudaError):
                 raise CudaError(message, code=exc.code, name=exc.name) from None
             raise type(exc)(message) from None
-        again = self._attempt(jobs, request, deadline)
+        again = self._attempt(jobs, request, nbytes)
         if not isinstance(again, _Failure):
+            self.retried += 1
             return again
         files = {j.location.file for j in jobs if j.location is not None}
         raise CorruptPageError(
@@ -765,19 +855,27 @@ class ServiceBackend:
         ) from again.error
 
     def stats(self) -> dict:
-        """The shared pool (``pinned_*``), the service's counters and its backend's, restarts.
+        """The shared pool (``pinned_*``), the service's counters and its backend's, this client's faults.
+
+        This client's: ``restarts`` (services it attached to again after a
+        loss), ``recoveries`` (batches whose service was lost under them),
+        ``retried`` (of those, batches the CPU decodes, done again on a fresh
+        service), ``timeouts`` (services it killed: a request of its own was
+        overdue).
 
         Raises
         ------
         ServiceGone, ServiceUnreachable
         """
         att = self._attached()
-        reply = att.request(lambda rid: (wire.StatsRequest(rid), b"")).result(timeout=60)
+        reply = att.request(lambda rid: (wire.StatsRequest(rid), b"")).answer.result(timeout=60)
         if not isinstance(reply, wire.Stats):
             raise HwdecompError(f"the GPU service answered a stats request with {type(reply).__name__}")
         out = {f"pinned_{k}": v for k, v in self._pool.stats().items()}
         out["restarts"] = self.restarts
         out["recoveries"] = self.recoveries
+        out["retried"] = self.retried
+        out["timeouts"] = self.timeouts
         out["foreign_copies"] = self.foreign_copies
         out.update(reply.values)
         return out

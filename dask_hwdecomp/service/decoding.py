@@ -8,6 +8,14 @@ shared buffer and measures), then, with the outputs placed here, *write*
 (the service writes the Arrow buffers straight into a shared buffer of
 this process).
 
+Each request has the deadline of every request to the service
+(:mod:`~dask_hwdecomp.service.deadline`: from when the service took it up,
+a second plus time for its bytes and those queued ahead of it, at most
+``gpu_timeout_s``); past it the service is killed as a hung one. A decode
+whose service was lost (killed, hung, died on another reader's batch) is
+sent once more, to a fresh service; lost again, it is
+:class:`DecoderLost`, and the caller decodes with pyarrow and says why.
+
 That shared buffer becomes the memory of the Arrow arrays: it goes back to
 the pool when the last array over it is freed (:class:`OutputOwner`). So
 that arrays kept alive for long (a ``persist``) can neither exhaust the
@@ -24,7 +32,6 @@ import collections
 import dataclasses
 import threading
 import weakref
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +40,7 @@ import numpy as np
 from ..errors import BackendUnavailableError, CorruptPageError, HwdecompError
 from ..gpudecode.tables import place_outputs
 from . import wire
-from .client import ServiceBackend, ServiceGone
+from .client import Overdue, ServiceBackend, ServiceGone
 from .keeping import KeptRuns
 
 __all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service", "ZERO_COPY_SHARE"]
@@ -46,22 +53,20 @@ __all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service", "Z
 # 3 GB afresh (a held read took 1.9 s against 0.5 s on an H200).
 ZERO_COPY_SHARE = 8
 
-# Bytes a decode may take per second beyond gpu_timeout_s before it counts as hung.
-_DEADLINE_BYTES_PER_S = 1 << 30
-
 
 class DecoderLost(HwdecompError):
     """The GPU service died, hung or failed on a decode; nothing was decoded.
 
     The caller decodes those columns with pyarrow and says so in the report.
-    ``retryable`` marks a connection found closed before the service saw the
-    decode (the service had died on an earlier batch): a fresh one may take it.
+    ``retryable`` marks a service lost under the decode (it died, or was
+    killed as hung, maybe for another reader's batch) rather than one that
+    failed it: a fresh service may take it.
     """
 
     retryable = False
 
 
-class _Closed(DecoderLost):
+class _Lost(DecoderLost):
     retryable = True
 
 
@@ -143,8 +148,9 @@ class OutputOwner:
 def decode_in_service(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns | None = None) -> DecodeOutput:
     """Decode ``plan``'s chunks in the service; see :func:`_decode_once`.
 
-    A connection found closed before the service saw the decode (its
-    service died on an earlier batch) is retried once on a fresh service.
+    A decode whose service was lost (found closed, died, or killed as hung:
+    maybe for another reader's batch) is sent once more, to a fresh
+    service; one the service failed (a GPU error) is not.
 
     Raises
     ------
@@ -155,7 +161,13 @@ def decode_in_service(backend: ServiceBackend, plan, src: memoryview, kept: Kept
     except DecoderLost as exc:
         if not exc.retryable:
             raise
-        return _decode_once(backend, plan, src, kept)
+        first = exc.reason
+    try:
+        out = _decode_once(backend, plan, src, kept)
+    except DecoderLost as exc:
+        raise DecoderLost(f"{exc.reason} (sent again after: {first})") from None
+    backend.retried += 1
+    return out
 
 
 def _share(att, segment) -> None:
@@ -163,7 +175,7 @@ def _share(att, segment) -> None:
         att.share(segment)
     except OSError as exc:
         att.die(f"closed its connection ({exc})")
-        raise _Closed(f"the GPU service's connection was closed ({exc})") from None
+        raise _Lost(f"the GPU service's connection was closed ({exc})") from None
 
 
 def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns | None) -> DecodeOutput:
@@ -197,7 +209,6 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns 
     staged: list = []
     try:
         src_ref = backend._ref(src, staged, copy_in=True)
-        deadline = backend.options.gpu_timeout_s + (plan.data_bytes + len(src)) / _DEADLINE_BYTES_PER_S
         att = backend._attached()
         blob = (np.ascontiguousarray(plan.ranges, dtype=np.int64).tobytes() + plan.chunks.tobytes()
                 + plan.pages.tobytes())
@@ -206,7 +217,8 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns 
         measure_msg = wire.Measure(0, src_ref.segment.id, src_ref.offset, src_ref.nbytes, int(plan.data_bytes),
                                    len(plan.ranges), len(plan.chunks), len(plan.pages), tokens)
         _share(att, src_ref.segment)
-        reply, rid = _ask(att, lambda rid: (_with_rid(measure_msg, rid), blob), deadline)
+        reply, rid = _ask(backend, att, lambda rid: (_with_rid(measure_msg, rid), blob),
+                          int(plan.data_bytes) + src_ref.nbytes)
         _raise_for(reply, plan, "measure")
         if not isinstance(reply, wire.Measured):
             raise DecoderLost(f"the GPU service answered a measure with {type(reply).__name__}")
@@ -222,7 +234,7 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns 
             dst_ref = backend._ref(out.view, [], copy_in=False)  # lent by this pool: never staged
             _share(att, dst_ref.segment)
             write = wire.Write(0, rid, dst_ref.segment.id, dst_ref.offset, nbytes)
-            reply, _ = _ask(att, lambda r: (_with_rid(write, r), placed.astype(np.int64).tobytes()), deadline)
+            reply, _ = _ask(backend, att, lambda r: (_with_rid(write, r), placed.astype(np.int64).tobytes()), nbytes)
             _raise_for(reply, plan, "write")
             if not isinstance(reply, wire.Done):
                 raise DecoderLost(f"the GPU service answered a write with {type(reply).__name__}")
@@ -249,8 +261,12 @@ def _with_rid(msg, rid: int):
     return dataclasses.replace(msg, rid=rid)
 
 
-def _ask(att, make, deadline: float):
-    """Send one request; (reply, rid). A hang kills the service; a death is :class:`DecoderLost`."""
+def _ask(backend: ServiceBackend, att, make, nbytes: int):
+    """Send one request of ``nbytes`` in and out; (reply, rid).
+
+    A request past its deadline kills the service; that and a death are a
+    retryable :class:`DecoderLost`.
+    """
     box: dict = {}
 
     def made(rid: int):
@@ -258,19 +274,19 @@ def _ask(att, make, deadline: float):
         return make(rid)
 
     try:
-        fut = att.request(made)
-        return fut.result(timeout=deadline), box["rid"]
-    except FutureTimeout:
-        reason = f"did not answer a decode within {deadline:.0f} s (gpu_timeout_s)"
-        att.kill(reason)
-        raise DecoderLost(f"the GPU service {reason}; it was restarted") from None
+        flight = att.request(made)
+        return att.wait(flight, nbytes, backend.options.gpu_timeout_s), box["rid"]
+    except Overdue as late:
+        backend.timeouts += 1
+        att.kill(late.reason)
+        raise _Lost(f"the GPU service {late.reason} on a decode; it was killed") from None
     except ServiceGone as gone:
         if not box:  # refused before sending: the connection was already gone
-            raise _Closed(f"the GPU service was gone before the decode ({gone.reason})") from None
-        raise DecoderLost(f"the GPU service died during a decode ({gone.reason})") from None
+            raise _Lost(f"the GPU service was gone before the decode ({gone.reason})") from None
+        raise _Lost(f"the GPU service died during a decode ({gone.reason})") from None
     except OSError as exc:
         att.die(f"closed its connection ({exc})")
-        raise DecoderLost(f"the GPU service closed its connection during a decode ({exc})") from None
+        raise _Lost(f"the GPU service closed its connection during a decode ({exc})") from None
 
 
 def _raise_for(reply, plan, step: str) -> None:

@@ -16,7 +16,16 @@ Faults: a batch that fails as a whole (a CUDA error: nothing on the context
 can be trusted after an illegal address) is reported to its caller, and the
 service exits; a service that dies or hangs is killed by the client that
 waited for it. Clients start a fresh service on their next call
-(:mod:`~dask_hwdecomp.service.client`).
+(:mod:`~dask_hwdecomp.service.client`). So that a client can tell a hang
+from a queue, the service says when it takes a request up
+(:class:`~dask_hwdecomp.service.wire.Started`, with the bytes of the
+requests taken up before it and not yet answered, and the rate it grants:
+:mod:`~dask_hwdecomp.service.deadline`); the request's deadline counts
+from there. A hosted backend may declare that rate
+(``deadline_bytes_per_s``); otherwise a service on a GPU grants
+:data:`~dask_hwdecomp.service.deadline.GPU_BYTES_PER_S` and one without a
+GPU (the CPU stand-ins of the tests, the decoder under numba's simulator)
+none, leaving only ``gpu_timeout_s``.
 
 Life: a reader starts the service when it finds none; the service exits a
 moment (``idle_s``) after its last client leaves, unless started to
@@ -32,7 +41,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +54,7 @@ from ..gpudecode.checks import PlanError, check_plan
 from ..gpudecode.tables import CHUNK, PAGE, PageError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
+from .deadline import GPU_BYTES_PER_S
 from .kept import KeptStore, RunKeeper
 from .rundir import ServiceAddress
 from .shm import SegmentMap
@@ -142,6 +153,11 @@ class Service:
         self._decoder: Any = None
         self._decoder_error: str | None = None
         self._warming = False
+        self._warm = threading.Event()  # set once a warm-up started has ended
+        # Bytes (in and out) of the requests taken up and not yet answered,
+        # by queue: the backends' batchers ("run") and the decoder ("decode").
+        self._taken_lock = threading.Lock()
+        self._taken = {"run": 0, "decode": 0}
         self.kept = KeptStore()
 
     # -- the accept loop ---------------------------------------------------
@@ -184,6 +200,38 @@ class Service:
             logger.info("the GPU decoder is warm")
         except Exception as exc:  # the first decode reports it to its client
             logger.warning("warming the GPU decoder up failed: %s: %s", type(exc).__name__, exc)
+        finally:
+            self._warm.set()
+
+    def wait_until_warm(self) -> None:
+        """Return once the decoder's warm-up, if one was started, has ended.
+
+        A decode is taken up only then: compiling the kernels (seconds, on a
+        cold cache) is not part of any decode's deadline.
+        """
+        with self._lock:
+            warming = self._warming
+        if warming:
+            self._warm.wait()
+
+    def deadline_rate(self, backend: Any) -> int:
+        """Bytes a second the deadline rule grants the requests of ``backend``'s clients (0: none known)."""
+        declared = getattr(backend, "deadline_bytes_per_s", None)
+        if declared is not None:
+            return int(declared)
+        return GPU_BYTES_PER_S if self.address.gpu != "none" else 0
+
+    def take_up(self, queue: str, nbytes: int) -> int:
+        """Count a request of ``nbytes`` into ``queue``; the bytes taken up before it, not yet answered."""
+        with self._taken_lock:
+            ahead = self._taken[queue]
+            self._taken[queue] = ahead + nbytes
+        return ahead
+
+    def put_down(self, queue: str, nbytes: int) -> None:
+        """A request :meth:`take_up` counted is answered (or failed)."""
+        with self._taken_lock:
+            self._taken[queue] -= nbytes
 
     def _welcome(self, sock: socket.socket) -> None:
         sock.settimeout(None)
@@ -350,6 +398,7 @@ class _Connection:
     key: tuple | None = None
     backend: Any = None
     segments: SegmentMap = field(default_factory=SegmentMap)
+    rate: int = 0  # bytes a second its requests' deadlines grant (Service.deadline_rate)
     runs: set = field(default_factory=set)
     decodes: dict = field(default_factory=dict)  # measure rid -> PendingDecode
     send_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -431,6 +480,7 @@ class _Connection:
         if msg.options.get("decode", "cpu") != "cpu":
             self.service.warm_decoder_once()
         b = self.backend
+        self.rate = self.service.deadline_rate(b)
         register = getattr(b, "register_host", None)
         self.segments = SegmentMap(register)
         self.send(wire.Hello(b.name, sorted(a.value for a in b.algorithms), b.max_job_bytes,
@@ -531,6 +581,16 @@ class _Connection:
         logging.shutdown()
         os._exit(3)
 
+    @contextmanager
+    def _taken_up(self, rid: int, queue: str, nbytes: int) -> Iterator[None]:
+        """Tell the client request ``rid`` is taken up (its deadline starts) and count it in ``queue`` until the block ends."""
+        ahead = self.service.take_up(queue, nbytes)
+        try:
+            self.send(wire.Started(rid, ahead, self.rate))
+            yield
+        finally:
+            self.service.put_down(queue, nbytes)
+
     def _keeper(self, run: wire.Run) -> RunKeeper | None:
         """Where ``run``'s outputs are kept on the device: when asked, by a backend that can, for a decoder."""
         if not run.keep or not getattr(self.backend, "keeps_outputs", False):
@@ -547,10 +607,11 @@ class _Connection:
         kw: dict[str, Any] = {} if keeper is None else {"keep": keeper}
         began = time.perf_counter()
         try:
-            if getattr(self.backend, "overwrites_gaps", False):
-                redone = self.backend.decompress(jobs, src, dst, protect=protect, **kw)
-            else:
-                redone = self.backend.decompress(jobs, src, dst, **kw)
+            with self._taken_up(rid, "run", int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())):
+                if getattr(self.backend, "overwrites_gaps", False):
+                    redone = self.backend.decompress(jobs, src, dst, protect=protect, **kw)
+                else:
+                    redone = self.backend.decompress(jobs, src, dst, **kw)
         except CorruptPageError as exc:
             if keeper is not None:
                 keeper.release_all()
@@ -618,8 +679,11 @@ class _Connection:
             with self.lock:
                 if len(self.decodes) >= MAX_PENDING_DECODES:
                     raise wire.WireError(f"more than {MAX_PENDING_DECODES} measured decodes wait for their write")
-            pending = decoder.decode(DecodeRequest(src, PlanRecords(ranges, chunks, pages, msg.data_bytes),
-                                                   tuple(kept)))
+            self.service.warm_decoder_once()  # a no-op once started, as it is when a decoding client attaches
+            self.service.wait_until_warm()
+            with self._taken_up(msg.rid, "decode", msg.data_bytes + msg.src_nbytes):
+                pending = decoder.decode(DecodeRequest(src, PlanRecords(ranges, chunks, pages, msg.data_bytes),
+                                                       tuple(kept)))
         finally:  # read (the decode's stream synchronised) or not at all
             self.service.kept.release(kept)
         if self._corrupt(msg.rid, pending.pages):
@@ -645,7 +709,8 @@ class _Connection:
             if msg.dst_nbytes != pending.nbytes or not np.array_equal(placed, own):
                 raise wire.WireError("a placement other than place_outputs' of the measured chunks "
                                      f"({msg.dst_nbytes} bytes; the decode wrote {pending.nbytes})")
-            with timeline.span("write", pid=self.peer.pid, nbytes=msg.dst_nbytes):
+            with self._taken_up(msg.rid, "decode", msg.dst_nbytes), \
+                    timeline.span("write", pid=self.peer.pid, nbytes=msg.dst_nbytes):
                 pending.copy_to(dst)
             self.send(wire.Done(msg.rid, 0, -1))
         finally:

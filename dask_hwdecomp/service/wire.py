@@ -35,7 +35,7 @@ from ..jobs import ALGOS, JOB_FIELDS, Job, JobTable, as_table
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
     "Attach", "Share", "Forget", "Run", "Measure", "Write", "Discard", "Drop", "StatsRequest", "Stop",
-    "Hello", "Unavailable", "Done", "Measured", "Corrupt", "Failed", "Stats", "Refused",
+    "Hello", "Unavailable", "Started", "Done", "Measured", "Corrupt", "Failed", "Stats", "Refused",
 ]
 
 _HEADER = struct.Struct("<IQI")  # JSON bytes, binary bytes, file descriptors
@@ -212,6 +212,21 @@ class Unavailable(Message):
 
     error_type: str
     message: str
+
+
+@dataclass(frozen=True)
+class Started(Message):
+    """Service to client: request ``rid`` is taken up (by the backend's batcher or the decoder).
+
+    Its deadline counts from here (:mod:`~dask_hwdecomp.service.deadline`):
+    ``ahead`` bytes (in and out) of requests taken up before it are not yet
+    answered, every client's; ``bytes_per_s`` is the rate the service
+    grants (0: none known, only ``gpu_timeout_s`` bounds the request).
+    """
+
+    rid: int
+    ahead: int
+    bytes_per_s: int
 
 
 @dataclass(frozen=True)
