@@ -121,6 +121,43 @@ class _InFlight:
         self.answer: Future = Future()
         self.started: Future = Future()  # a _TakenUp
 
+    def wait(self, nbytes: int, limit_s: float, wait_s: float = 0.0) -> wire.Message:
+        """The answer, within the request's deadline (:func:`~dask_hwdecomp.service.deadline.deadline_s`).
+
+        Parameters
+        ----------
+        nbytes : int
+            The request's bytes in and out.
+        limit_s : float
+            ``gpu_timeout_s``: the longest wait from when it was sent.
+        wait_s : float
+            How long the service's batcher may hold it for other parts.
+
+        Raises
+        ------
+        Overdue
+            No answer in time (the caller kills the service).
+        ServiceGone
+            The service was lost first.
+        """
+        until = self.sent + limit_s
+        wait_for_first([self.answer, self.started], timeout=max(until - time.monotonic(), 0.0),
+                       return_when=FIRST_COMPLETED)
+        if self.started.done():
+            up = self.started.result()
+            allowed = deadline_s(up.ahead + nbytes, up.bytes_per_s, limit_s, wait_s)
+            reason = f"did not answer within {limit_s:g} s (gpu_timeout_s)"
+            if up.at + allowed < until:
+                until = up.at + allowed
+                reason = (f"did not answer within {allowed:.1f} s of taking the request up ({_size(nbytes)} "
+                          f"in and out, {_size(up.ahead)} ahead of it, at {_size(up.bytes_per_s)}/s)")
+        else:
+            reason = f"did not take the request up within {limit_s:g} s (gpu_timeout_s)"
+        try:
+            return self.answer.result(timeout=max(until - time.monotonic(), 0.0))
+        except FutureTimeout:
+            raise Overdue(reason) from None
+
 
 def _size(nbytes: float) -> str:
     for unit in ("B", "KiB", "MiB"):
@@ -443,45 +480,6 @@ class _Attachment:
             self.die("closed its connection")
         return flight
 
-    def wait(self, flight: _InFlight, nbytes: int, limit_s: float, wait_s: float = 0.0) -> wire.Message:
-        """The answer to ``flight`` within its deadline (:func:`~dask_hwdecomp.service.deadline.deadline_s`).
-
-        Parameters
-        ----------
-        flight : _InFlight
-            From :meth:`request`.
-        nbytes : int
-            The request's bytes in and out.
-        limit_s : float
-            ``gpu_timeout_s``: the longest wait from when it was sent.
-        wait_s : float
-            How long the service's batcher may hold it for other parts.
-
-        Raises
-        ------
-        Overdue
-            No answer in time (the caller kills the service).
-        ServiceGone
-            The service was lost first.
-        """
-        until = flight.sent + limit_s
-        wait_for_first([flight.answer, flight.started], timeout=max(until - time.monotonic(), 0.0),
-                       return_when=FIRST_COMPLETED)
-        if flight.started.done():
-            up = flight.started.result()
-            allowed = deadline_s(up.ahead + nbytes, up.bytes_per_s, limit_s, wait_s)
-            reason = f"did not answer within {limit_s:g} s (gpu_timeout_s)"
-            if up.at + allowed < until:
-                until = up.at + allowed
-                reason = (f"did not answer within {allowed:.1f} s of taking the request up ({_size(nbytes)} "
-                          f"in and out, {_size(up.ahead)} ahead of it, at {_size(up.bytes_per_s)}/s)")
-        else:
-            reason = f"did not take the request up within {limit_s:g} s (gpu_timeout_s)"
-        try:
-            return flight.answer.result(timeout=max(until - time.monotonic(), 0.0))
-        except FutureTimeout:
-            raise Overdue(reason) from None
-
     def notify(self, msg: wire.Message) -> None:
         """Send a message that has no reply (ignored once the service is gone)."""
         if self.gone is None:
@@ -784,7 +782,7 @@ class ServiceBackend:
             att.share(request.src.segment)
             att.share(request.dst.segment)
             flight = att.request(request.message)
-            reply = att.wait(flight, nbytes, self.options.gpu_timeout_s, self.options.batch_latency_ms / 1000)
+            reply = flight.wait(nbytes, self.options.gpu_timeout_s, self.options.batch_latency_ms / 1000)
         except Overdue as late:
             self.timeouts += 1
             att.kill(late.reason)

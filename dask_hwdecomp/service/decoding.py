@@ -275,7 +275,7 @@ def _ask(backend: ServiceBackend, att, make, nbytes: int):
 
     try:
         flight = att.request(made)
-        return att.wait(flight, nbytes, backend.options.gpu_timeout_s), box["rid"]
+        return flight.wait(nbytes, backend.options.gpu_timeout_s), box["rid"]
     except Overdue as late:
         backend.timeouts += 1
         att.kill(late.reason)

@@ -356,7 +356,7 @@ class Service:
             _close_backend(closing)
 
     def stats(self) -> dict:
-        """The service's counters, and the GPU calls and pages of every backend it hosts."""
+        """The service's counters, the bytes of requests taken up, the GPU calls and pages of its backends."""
         with self._lock:
             out = {"service_pid": os.getpid(), "gpu": self.address.gpu,
                    "clients": sum(1 for c in self._connections if c.key is not None),
@@ -365,6 +365,9 @@ class Service:
             hosted = [h.backend for h in self._hosted.values()]
             decoder = self._decoder
             maps = [c.segments for c in self._connections]
+        with self._taken_lock:  # requests taken up and not yet answered, in bytes in and out
+            out["taken_run_bytes"] = self._taken["run"]
+            out["taken_decode_bytes"] = self._taken["decode"]
         # Page-locking the connected clients' segments (on each connection's reader thread).
         out["all_host_registrations"] = sum(m.registrations for m in maps)
         out["all_host_register_s"] = round(sum(m.register_s for m in maps), 6)
@@ -583,7 +586,7 @@ class _Connection:
 
     @contextmanager
     def _taken_up(self, rid: int, queue: str, nbytes: int) -> Iterator[None]:
-        """Tell the client request ``rid`` is taken up (its deadline starts) and count it in ``queue`` until the block ends."""
+        """Tell the client ``rid`` is taken up (its deadline starts); count it in ``queue`` until the block ends."""
         ahead = self.service.take_up(queue, nbytes)
         try:
             self.send(wire.Started(rid, ahead, self.rate))
