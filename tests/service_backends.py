@@ -4,6 +4,13 @@ Each is a ``function(options)`` the service process imports by name
 (``service_backends:standin``): the real CPU backend, or the real GPU
 backend code over the engine stand-in (``standin_hwengine.StandinHwEngine``),
 with the faults nvCOMP was seen to have on corrupt pages.
+
+A service without a GPU grants its requests no rate, only ``gpu_timeout_s``
+(:mod:`dask_hwdecomp.service.deadline`); the factories that test the
+deadline rule declare one (``deadline_bytes_per_s``). A service is another
+process: it tells a test what it saw through a file the test names in
+``$HWDECOMP_TEST_EVENTS`` (:func:`note`, :func:`events`), and learns how
+many parts to merge from ``$HWDECOMP_TEST_MERGE``.
 :func:`open_backend` attaches to a service hosting one of them, in a
 directory from :func:`service_directory` (the ``service_dir`` fixture),
 which stops its services and removes it afterwards.
@@ -21,12 +28,38 @@ from pathlib import Path
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
 from dask_hwdecomp.gpu.errors import CudaError
+from dask_hwdecomp.service.deadline import GPU_BYTES_PER_S
 
-from standin_hwengine import StandinHwEngine, hold_first_call
+from standin_hwengine import StandinHwEngine, hold_first_call, hold_until_queued
 
 # What a test's service directory is called in the temporary directory;
 # conftest fails the run if one is left behind.
 SERVICE_DIR_PREFIX = "hwd-"
+
+EVENTS_ENV = "HWDECOMP_TEST_EVENTS"
+MERGE_ENV = "HWDECOMP_TEST_MERGE"
+# The rate the merged-fault stand-ins grant: the rule of a GPU scaled down to
+# a Python engine on a loaded CI machine, so that a task of 30 pages (about
+# 120 KB in and out) is given about two seconds more than one of 2 pages.
+SLOW_BYTES_PER_S = 64 << 10
+# How fast the busy stand-in works, and a quarter of it, which it grants.
+BUSY_BYTES_PER_S = 4 << 20
+
+
+def note(event: str) -> None:
+    """Append ``event`` to the test's events file, if it named one (in the service process)."""
+    path = os.environ.get(EVENTS_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(event + "\n")
+
+
+def events(path) -> list[str]:
+    """The events a service noted in ``path`` so far."""
+    try:
+        return Path(path).read_text().splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def open_backend(factory: str, options, service_dir: str, **kw):
@@ -151,3 +184,49 @@ def standin_illegal_address_every_call(options):
 def standin_fails_7777(options):
     # The engine fails every operation of 7777 output bytes (the CPU decodes them).
     return create_with(StandinHwEngine(fail_if=lambda rec: rec["dst_num_bytes"] == 7777), options)
+
+
+def standin_hangs_at_gpu_rate(options):
+    # Granted what a GPU service grants: a hung call is found after a second.
+    backend = create_with(StandinHwEngine(fault="hang"), options)
+    backend.deadline_bytes_per_s = GPU_BYTES_PER_S
+    return backend
+
+
+def _faults_merged(options, fault: str):
+    # The first call waits until $HWDECOMP_TEST_MERGE parts are queued, so the
+    # corrupt page's call holds every task's pages; only in the test's first
+    # service (the retries on the fresh one must not wait for a merge).
+    engine = StandinHwEngine(fault=fault, on_fault=lambda ops: note(f"fault {len(ops)}"))
+    backend = create_with(engine, options)
+    backend.deadline_bytes_per_s = SLOW_BYTES_PER_S
+    if "held" not in events(os.environ[EVENTS_ENV]):
+        hold_until_queued(backend, int(os.environ[MERGE_ENV]), on_hold=lambda: note("held"))
+    return backend
+
+
+def standin_hangs_merged(options):
+    return _faults_merged(options, "hang")
+
+
+def standin_dies_merged(options):
+    return _faults_merged(options, "die")
+
+
+def standin_busy(options):
+    # Every call takes its bytes at BUSY_BYTES_PER_S (a busy GPU); it grants a quarter.
+    backend = create_with(StandinHwEngine(busy_bytes_per_s=BUSY_BYTES_PER_S), options)
+    backend.deadline_bytes_per_s = BUSY_BYTES_PER_S // 4
+    return backend
+
+
+def standin_decoder_hangs(options):
+    # Decoding never returns, as on a GPU whose kernel hangs; granted a GPU's rate.
+    import threading
+
+    from dask_hwdecomp.gpudecode.hosted import HostedDecoder
+
+    HostedDecoder.decode = lambda self, request: threading.Event().wait()
+    backend = create_with(StandinHwEngine(), options)
+    backend.deadline_bytes_per_s = GPU_BYTES_PER_S
+    return backend

@@ -59,9 +59,14 @@ operation do what nvCOMP 6.0 was seen to do on the H200 instead, to test the
 GPU sidecar: ``"die"`` (the process is gone), ``"hang"`` (synchronising never
 returns), ``"illegal_address"`` (synchronising raises
 ``CUDA_ERROR_ILLEGAL_ADDRESS``). ``fault_on="every call"`` models a broken
-device: it faults on valid pages too. ``fail_if(record)`` makes chosen
+device: it faults on valid pages too. ``on_fault(params)`` is called with
+the faulting call's params first (tests record which pages the call held).
+``fail_if(record)`` makes chosen
 operations fail though their input is valid (the engine's behaviour on any
-given stream is not documented; the CPU decodes such pages). ``misbehave``
+given stream is not documented; the CPU decodes such pages).
+``busy_bytes_per_s`` makes every call take its bytes (in and out) at that
+rate, as on a GPU busy with other work, for tests of the service's
+deadlines. ``misbehave``
 breaks the contract on purpose, for tests of ``hwdecomp selfcheck``:
 ``"write_past"`` writes bytes past every output without counting them,
 ``"no_slot"`` never records the actual size, ``"claim_hint"`` records
@@ -192,7 +197,7 @@ class StandinHwEngine:
         ``MEM_DECOMPRESS_ALGORITHM_MASK`` to report (DEFLATE=1, SNAPPY=2, LZ4=4).
     max_length : int
         ``MEM_DECOMPRESS_MAXIMUM_LENGTH`` to report and enforce.
-    fault, fault_on, fail_if, misbehave
+    fault, fault_on, on_fault, fail_if, busy_bytes_per_s, misbehave
         See the module docstring.
     """
 
@@ -200,7 +205,8 @@ class StandinHwEngine:
     entry_point = "stand-in"
 
     def __init__(self, mask: int = 7, max_length: int = 4 << 20, fault: str | None = None,
-                 fault_on: str = "corrupt", fail_if=None, misbehave: str | None = None):
+                 fault_on: str = "corrupt", fail_if=None, misbehave: str | None = None, on_fault=None,
+                 busy_bytes_per_s: float | None = None):
         if fault not in (None, "die", "hang", "illegal_address") or fault_on not in ("corrupt", "every call"):
             raise ValueError(f"unknown fault {fault!r} on {fault_on!r}")
         if misbehave not in (None, "write_past", "no_slot", "claim_hint"):
@@ -211,6 +217,8 @@ class StandinHwEngine:
         self.fault_on = fault_on
         self.fail_if = fail_if
         self.misbehave = misbehave
+        self.on_fault = on_fault
+        self.busy_bytes_per_s = busy_bytes_per_s
         self.registered: dict[int, int] = {}
         self._live: dict[int, tuple[np.ndarray, bool]] = {}
         self._starts: list[int] = []
@@ -300,7 +308,9 @@ class StandinHwEngine:
     def synchronize(self, stream) -> None:
         stream.synchronize()
 
-    def _undefined(self) -> None:
+    def _undefined(self, ops: np.ndarray) -> None:
+        if self.fault is not None and self.on_fault is not None:
+            self.on_fault(ops)
         if self.fault == "die":
             os.kill(os.getpid(), signal.SIGKILL)
         elif self.fault == "hang":
@@ -340,8 +350,10 @@ class StandinHwEngine:
         stream.queue.append(lambda: self._run(ops))  # asynchronous, in stream order [doc]
 
     def _run(self, ops: np.ndarray) -> None:
+        if self.busy_bytes_per_s:
+            time.sleep(int(ops["src_num_bytes"].sum() + ops["dst_num_bytes"].sum()) / self.busy_bytes_per_s)
         if self.fault_on == "every call":
-            self._undefined()
+            self._undefined(ops)
         for rec in ops[::-1]:  # independent operations: no order [doc]
             src = ctypes.string_at(int(rec["src"]), int(rec["src_num_bytes"]))
             scratch = np.zeros(self.max_length, dtype=np.uint8)  # dstNumBytes is only a hint [doc, nvcomp]
@@ -351,7 +363,7 @@ class StandinHwEngine:
                 written = _DECODERS[int(rec["algo"])](src, scratch)
             except Exception:  # undefined on the engine; the slot is left alone [nvcomp, xgb zero it first]
                 self.failed_operations += 1
-                self._undefined()
+                self._undefined(ops)
                 if self.misbehave == "claim_hint":
                     ctypes.c_uint32.from_address(int(rec["dst_act_bytes"])).value = int(rec["dst_num_bytes"])
                 continue
@@ -391,3 +403,31 @@ def hold_first_call(engine: StandinHwEngine, backend, callers: int, pages_per_ca
         return call(params, stream)
 
     engine.batch_decompress = batch_decompress
+
+
+def hold_until_queued(backend, parts: int, on_hold=None, timeout_s: float = 60.0) -> None:
+    """Make ``backend``'s batcher take its first call only once ``parts`` parts wait: that call merges them all.
+
+    ``backend`` is the ``GpuBackend`` over the engine. The batcher's private
+    ``_ready`` and ``_queue`` are wrapped (a rewrite of the batcher fails
+    here, loudly); once the first call is taken it decides as before.
+    ``on_hold()`` is called when the first part starts to wait. Past
+    ``timeout_s`` the call goes with what waits (the test's counts then
+    fail rather than hang).
+    """
+    batcher = backend._batcher
+    ready = batcher._ready
+    state: dict = {"since": None, "done": False}
+
+    def held() -> bool:
+        if not state["done"]:
+            if state["since"] is None:
+                state["since"] = time.monotonic()
+                if on_hold is not None:
+                    on_hold()
+            if len(batcher._queue) < parts and time.monotonic() < state["since"] + timeout_s:
+                return False
+            state["done"] = True
+        return ready()
+
+    batcher._ready = held

@@ -531,8 +531,12 @@ class _Attachment:
             flight.answer.set_exception(ServiceGone(self.gone))
 
     def kill(self, reason: str) -> None:
-        """Kill the service (it hung, or its context is lost): every client restarts it."""
-        self.die(reason)
+        """Kill the service (it hung, or its context is lost): every client restarts it.
+
+        ``reason`` is what one request of this connection met; the others
+        in flight are told the service was killed for it.
+        """
+        self.die(f"killed by this reader: another request {reason}")
         try:
             os.kill(self.pid, signal.SIGKILL)
         except OSError:
