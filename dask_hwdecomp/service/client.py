@@ -154,9 +154,14 @@ class _InFlight:
         else:
             reason = f"did not take the request up within {limit_s:g} s (gpu_timeout_s)"
         try:
-            return self.answer.result(timeout=max(until - time.monotonic(), 0.0))
+            lost = self.answer.exception(timeout=max(until - time.monotonic(), 0.0))
         except FutureTimeout:
             raise Overdue(reason) from None
+        if lost is not None:
+            # A fresh exception: the future's own, raised, would hold this
+            # frame (and the request's buffers) in a cycle with the future.
+            raise ServiceGone(lost.reason if isinstance(lost, HwdecompError) else str(lost)) from None
+        return self.answer.result()
 
 
 def _size(nbytes: float) -> str:
