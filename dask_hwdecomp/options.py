@@ -181,10 +181,17 @@ class Options:
         How long a worker's batcher waits for pages of concurrent tasks to
         join a GPU call.
     gpu_timeout_s : float
-        How long the GPU service may take over one batch of a reader (plus
-        a second per 200 MiB of the batch) before it is taken for hung,
-        killed and restarted; the batch's bad page is then found on the CPU
-        and named in a :class:`~dask_hwdecomp.errors.CorruptPageError`.
+        The longest a reader waits for the GPU service to answer one request
+        (a batch's decompression, a decode's measure or write), from when it
+        is sent, however large the request or the queue ahead of it. Within
+        it each request has its own deadline, counted from when the service
+        takes it up: 1 s, plus ``batch_latency_ms``, plus its bytes in and
+        out and those of every request taken up before it at 1 GiB/s on a
+        GPU (:mod:`dask_hwdecomp.service.deadline`; a one-page batch: about
+        a second). Past either the service is taken for hung, killed and
+        restarted: the batch's bad page is found on the CPU and named in a
+        :class:`~dask_hwdecomp.errors.CorruptPageError`, and the other
+        batches it held, every reader's, are sent again to the fresh one.
     decode : {"auto", "gpu", "cpu"}
         Where the uncompressed pages are decoded into Arrow columns.
         ``"auto"`` decodes on the GPU every column chunk the GPU decoder

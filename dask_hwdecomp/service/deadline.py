@@ -21,10 +21,13 @@ knows no rate and gives 0, leaving only the upper bound. ``gpu_timeout_s``
 bounds it all: no request waits longer than that from when it was sent,
 taken up or not.
 
-The floor also covers what joins a request after it was taken up: the
-parts of later requests its GPU call merges (at most ``batch_bytes`` of
-output, 256 MiB by default: a quarter of a second at the granted rate),
-or the plans the decoder's run merges with it (at most 512 MiB of upload).
+The floor also covers what the queue's order does not say: the parts of
+later requests its GPU call merges (at most ``batch_bytes`` of output, 256
+MiB by default: a quarter of a second at the granted rate), the plans the
+decoder's run merges with it (at most 512 MiB of upload), and requests
+taken up at the same moment reaching the batcher in another order (on the
+H200, a request overtaken by a whole burst of 16 tasks of 150 MB waits
+0.3 s more).
 
 The figures: on the H200 the service decompresses 7.1 to 7.6 GB/s of
 output host to host on gzip, its slowest codec, and up to 29 GB/s on

@@ -100,6 +100,31 @@ def _load(factory: str):
     return getattr(importlib.import_module(module), func)
 
 
+def load_run_steps() -> None:
+    """Load the compiled host steps of a decompression run (numba's, from its cache or compiled).
+
+    A run's host checks (:func:`~dask_hwdecomp.decompress.table_checks.find_suspects`)
+    and its call's placement (:func:`~dask_hwdecomp.gpu.staging.place`) are
+    compiled code that numba loads on first use with each argument type:
+    half a second from its cache on a loaded machine, three seconds to
+    compile on a cold one. Inside a run's deadline that would take a fresh
+    service for hung. So they are called here with the types a run passes
+    them: jobs and protected ranges as the wire unpacks them (none, or
+    some), writable shared buffers.
+    """
+    from ..decompress.table_checks import find_suspects
+    from ..gpu.staging import Part, place
+    from ..jobs import ALGOS, Algo, Job
+
+    jobs = [Job(Algo.SNAPPY, 0, 8, 0, 8, 0, None, preamble=1), Job(Algo.ZSTD, 8, 8, 8, 8, 0, None)]
+    src, dst = memoryview(bytearray(16)), memoryview(bytearray(16))
+    for protect in ([], [(0, 1)]):
+        run = wire.Run(0, 0, 0, len(src), 0, 0, len(dst), len(jobs), len(protect), False)
+        table, ranges = wire.unpack_jobs(run, wire.pack_jobs(jobs) + wire.pack_protect(protect))
+        find_suspects(table, src, len(src), len(dst), 1 << 20, frozenset(Algo))
+        place([Part(table, src, dst, ranges)], lambda algo: 1, ALGOS.index)
+
+
 
 
 @dataclass
@@ -154,10 +179,12 @@ class Service:
         self._decoder_error: str | None = None
         self._warming = False
         self._warm = threading.Event()  # set once a warm-up started has ended
+        self._run_steps = threading.Event()  # set once load_run_steps has ended
         # Bytes (in and out) of the requests taken up and not yet answered,
         # by queue: the backends' batchers ("run") and the decoder ("decode").
         self._taken_lock = threading.Lock()
         self._taken = {"run": 0, "decode": 0}
+        self._taken_up = 0  # requests taken up so far
         self.kept = KeptStore()
 
     # -- the accept loop ---------------------------------------------------
@@ -167,6 +194,8 @@ class Service:
         self._listener.settimeout(0.1)
         logger.info("hwdecomp service %d listening on %s (GPU %s, backends %s)", os.getpid(),
                     self.address.socket, self.address.gpu, dict(self.factories))
+        # While the first clients attach (a backend takes seconds to create on a GPU).
+        threading.Thread(target=self._load_run_steps, name="hwdecomp-run-steps", daemon=True).start()
         try:
             while not self._stop.is_set():
                 try:
@@ -203,6 +232,18 @@ class Service:
         finally:
             self._warm.set()
 
+    def _load_run_steps(self) -> None:
+        try:
+            load_run_steps()
+        except Exception as exc:  # a run then loads them itself, within its deadline
+            logger.warning("loading the compiled steps of a run failed: %s: %s", type(exc).__name__, exc)
+        finally:
+            self._run_steps.set()
+
+    def wait_for_run_steps(self) -> None:
+        """Return once :func:`load_run_steps` has ended: a run is taken up only then."""
+        self._run_steps.wait()
+
     def wait_until_warm(self) -> None:
         """Return once the decoder's warm-up, if one was started, has ended.
 
@@ -226,6 +267,7 @@ class Service:
         with self._taken_lock:
             ahead = self._taken[queue]
             self._taken[queue] = ahead + nbytes
+            self._taken_up += 1
         return ahead
 
     def put_down(self, queue: str, nbytes: int) -> None:
@@ -368,6 +410,7 @@ class Service:
         with self._taken_lock:  # requests taken up and not yet answered, in bytes in and out
             out["taken_run_bytes"] = self._taken["run"]
             out["taken_decode_bytes"] = self._taken["decode"]
+            out["taken_up"] = self._taken_up
         # Page-locking the connected clients' segments (on each connection's reader thread).
         out["all_host_registrations"] = sum(m.registrations for m in maps)
         out["all_host_register_s"] = round(sum(m.register_s for m in maps), 6)
@@ -610,6 +653,7 @@ class _Connection:
         kw: dict[str, Any] = {} if keeper is None else {"keep": keeper}
         began = time.perf_counter()
         try:
+            self.service.wait_for_run_steps()
             with self._taken_up(rid, "run", int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())):
                 if getattr(self.backend, "overwrites_gaps", False):
                     redone = self.backend.decompress(jobs, src, dst, protect=protect, **kw)
