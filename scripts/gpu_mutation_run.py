@@ -3,14 +3,18 @@
 Usage (on the GPU machine, from the repository root, tests/ importable)::
 
     python scripts/gpu_mutation_run.py --cases 1600 --workers 4 --seconds 300 --out /tmp/mut
+    python scripts/gpu_mutation_run.py --cases 1500 --timeout 5 --decode gpu --out /tmp/mut-decode
 
 Seeds: files written here with every GPU codec (page v1 and v2, dictionary
 on and off, gzip pages of several members, checksummed Zstd frames) and the
 corpus files (``tests/data/parquet-testing``, or ``$HWDECOMP_CORPUS``) with a GPU codec. Each case is a seed
 turned into a broken variant by one of ``tests/fuzzing.py``'s mutators and
 read by a guarded child (``tests/fuzz_worker.py``: ours, then pyarrow's)
-with a timeout. ``--workers`` harnesses run side by side, each child with its
-own attachment to the GPU service.
+with a timeout (``--timeout``: a case that takes longer counts as a hang).
+``--workers`` harnesses run side by side, each child with its own
+attachment to the GPU service; each first reads a valid seed, untimed, so
+that starting the service is no case's time. ``--decode gpu`` also decodes
+on the GPU.
 
 The figure that matters: files pyarrow refuses with a checksum or data-check
 error (``incorrect data check``, ``checksum``, ``CRC``) but we return rows
@@ -39,7 +43,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from dask_hwdecomp.format.structs import Codec  # noqa: E402
 
 import checksum_cases as cc  # noqa: E402
-from fuzzing import MUTATORS, Harness, file_map  # noqa: E402
+from fuzzing import MUTATORS, Harness, Results, file_map  # noqa: E402
 from helpers import corpus_root  # noqa: E402
 from rewrite import compress_values, gzip_members  # noqa: E402
 
@@ -89,12 +93,13 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-timeout", type=float, default=10.0, help="the reads' gpu_timeout_s")
     ap.add_argument("--out", type=Path, default=Path("/tmp/mutation-run"))
     ap.add_argument("--backend", default="nvcomp", help="the backend read with (cpu: a dry run without GPU)")
+    ap.add_argument("--decode", default="cpu", choices=("cpu", "auto", "gpu"), help="the reads' decode")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     seed_files = seeds(args.out)
     maps = [(p, file_map(p)) for p in seed_files]
     names = sorted(MUTATORS)
-    options = {"gpu_timeout_s": args.gpu_timeout} if args.backend != "cpu" else {}
+    options = {"gpu_timeout_s": args.gpu_timeout, "decode": args.decode} if args.backend != "cpu" else {}
     started = time.monotonic()
     lock = threading.Lock()
     counter = iter(range(args.cases))
@@ -105,8 +110,10 @@ def main(argv=None) -> int:
     def worker(w: int) -> None:
         work = args.out / f"w{w}"
         work.mkdir(exist_ok=True)
-        harness = Harness(work, timeout=args.timeout, memory_limit=0)
+        harness = Harness(work, timeout=180.0, memory_limit=0)
         try:
+            harness.run(maps[0][0].read_bytes(), "warm-up", backend=args.backend, options=options)
+            harness.timeout, harness.results = args.timeout, Results()
             while time.monotonic() - started < args.seconds:
                 with lock:
                     i = next(counter, None)
@@ -134,7 +141,7 @@ def main(argv=None) -> int:
     rows_on_check = [f for f in failures if f[1] == "FAIL-rows-where-pyarrow-refuses" and CHECK_ERROR.search(f[2])]
     keep = args.out / "failures"
     keep.mkdir(exist_ok=True)
-    for label, verdict, detail, data in failures[:50]:
+    for label, _verdict, _detail, data in failures[:50]:
         (keep / (label.replace(":", "_") + ".parquet")).write_bytes(data)
     summary = {
         "cases": sum(verdicts.values()),

@@ -6,7 +6,7 @@ import numpy as np
 
 from dask_hwdecomp.jobs import Algo
 
-__all__ = ["corrupt", "MODES"]
+__all__ = ["corrupt", "corrupt_file", "data_pages", "MODES"]
 
 MODES = ("noise", "bitflip", "truncate")
 
@@ -48,3 +48,35 @@ def corrupt(algo: Algo, mode: str, job, src: bytearray, rng: np.random.Generator
     else:
         body = noise
     src[start : start + len(body)] = body
+
+
+def data_pages(path) -> list[tuple[int, int, int, int, int]]:
+    """(row group, page ordinal, body start, body size, uncompressed size) of column 0's pages of a file."""
+    from pathlib import Path
+
+    from dask_hwdecomp.errors import PageLocation
+    from dask_hwdecomp.format.footer import parse_footer
+    from dask_hwdecomp.format.pages import chunk_range, scan_chunk
+
+    data = Path(path).read_bytes()
+    footer = parse_footer(data, len(data), str(path))
+    out = []
+    for rg in range(footer.num_row_groups):
+        rng = chunk_range(footer.column_chunks(rg)[0], footer.footer_offset, PageLocation())
+        view = memoryview(data)[rng.start : rng.start + rng.length]
+        for p in scan_chunk(view, rng, PageLocation(), max_page_bytes=1 << 30):
+            out.append((rg, p.ordinal, rng.start + p.body_start, p.body_size, p.uncompressed_size))
+    return out
+
+
+def corrupt_file(good, out, algo: Algo, mode: str, seed: int, page: int = 3):
+    """Write ``good`` to ``out`` with :func:`corrupt` applied to data page ``page`` of column 0; ``out``."""
+    import types
+    from pathlib import Path
+
+    data = bytearray(Path(good).read_bytes())
+    _, _, start, size, usize = data_pages(good)[page]
+    corrupt(algo, mode, types.SimpleNamespace(src_offset=start, src_size=size, dst_size=usize), data,
+            np.random.default_rng(seed))
+    Path(out).write_bytes(bytes(data))
+    return out
