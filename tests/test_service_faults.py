@@ -202,7 +202,7 @@ def test_standin_busy_service_serves_16_queued_tasks_without_a_timeout(open_serv
         for k, batch in enumerate(batches):
             threads.append(threading.Thread(target=read, args=(batch,)))
             threads[-1].start()
-            _until(lambda: b.stats()["taken_up"] > first + k, f"task {k} taken up", every_s=0.002)
+            _until(lambda k=k: b.stats()["taken_up"] > first + k, f"task {k} taken up", every_s=0.002)
         for t in threads:
             t.join(100)
         took = time.monotonic() - began

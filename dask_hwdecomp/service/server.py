@@ -113,10 +113,12 @@ def load_run_steps() -> None:
     some), writable shared buffers.
     """
     from ..decompress.table_checks import find_suspects
+    from ..errors import PageLocation
     from ..gpu.staging import Part, place
     from ..jobs import ALGOS, Algo, Job
 
-    jobs = [Job(Algo.SNAPPY, 0, 8, 0, 8, 0, None, preamble=1), Job(Algo.ZSTD, 8, 8, 8, 8, 0, None)]
+    here = PageLocation()
+    jobs = [Job(Algo.SNAPPY, 0, 8, 0, 8, 0, here, preamble=1), Job(Algo.ZSTD, 8, 8, 8, 8, 0, here)]
     src, dst = memoryview(bytearray(16)), memoryview(bytearray(16))
     for protect in ([], [(0, 1)]):
         run = wire.Run(0, 0, 0, len(src), 0, 0, len(dst), len(jobs), len(protect), False)
