@@ -141,7 +141,9 @@ def test_service_hung_child_is_killed_at_the_deadline(open_service):
     with open_service("standin_hangs", gpu_timeout_s=1.0) as b:
         jobs, src, dst_len, bad = _corrupt_batch()
         t0 = time.monotonic()
-        with pytest.raises(CorruptPageError, match="did not answer within 1 s") as err:
+        # Taken up or not (a first run waits for the service to load its
+        # compiled steps, seconds on a cold cache), a second is all it gets.
+        with pytest.raises(CorruptPageError, match=r"did not (answer|take the request up) within 1 s") as err:
             run_batch(b, jobs, src, dst_len)
         assert time.monotonic() - t0 < 10
         assert err.value.location == bad.location
