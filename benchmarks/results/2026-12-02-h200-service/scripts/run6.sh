@@ -12,11 +12,16 @@ for what in "$@"; do
     grep -E "^(FAILED|ERROR)|SKIPPED \[" $OUT/gpu-tests.log | cut -c1-300 | head -20
     continue
   fi
+  if [ $what = decprof ]; then
+    PYTHONPATH=/tmp/site:$root timeout ${T3:-170} python3 benchmarks/decode_service_profile.py --size 1GB --data /tmp/dprof > $OUT/decode-profile.log 2>&1
+    echo "decode profile rc=$?"; tail -60 $OUT/decode-profile.log
+    continue
+  fi
   src=$root; [ $what = before ] && src=$root/.devcarry/before
   (cd $src && PYTHONPATH=/tmp/site:$src timeout ${PROF_S:-280} python3 $root/benchmarks/profile_timeline.py /tmp/prof-$what --data /tmp/bdata \
     --size 3GB --files 32 --datasets ${DATASETS:-lineitem,entropy} --codecs snappy --cluster 4x4 --repeats ${REPEATS:-2} \
-    --variants ${VARIANTS:-pyarrow,ceiling,decode-cpu,decode-auto} > $OUT/profile-$what.log 2>&1)
-  echo "$what rc=$?"; grep -E "GB/s$|Error" $OUT/profile-$what.log | grep -v "warm\|variant" | head -40
+    --variants ${VARIANTS:-pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto} > $OUT/profile-$what.log 2>&1)
+  echo "$what rc=$?"; grep -E "GB/s$|Error|service after" $OUT/profile-$what.log | grep -v "warm\|kind " | head -40
   cp /tmp/prof-$what/timeline.md $OUT/timeline-$what.md; cp /tmp/prof-$what/reads.json $OUT/reads-$what.json
 done
 ls $OUT
