@@ -213,6 +213,10 @@ def standin_dies_merged(options):
     return _faults_merged(options, "die")
 
 
+def standin_illegal_address_merged(options):
+    return _faults_merged(options, "illegal_address")
+
+
 def standin_busy(options):
     # Every call takes its bytes at BUSY_BYTES_PER_S (a busy GPU); it grants an eighth.
     backend = create_with(StandinHwEngine(busy_bytes_per_s=BUSY_BYTES_PER_S), options)

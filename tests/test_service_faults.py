@@ -217,7 +217,8 @@ TASKS = 8
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("fault,said", [("hangs", "did not answer within"), ("dies", "died (exited with status -9)")])
+@pytest.mark.parametrize("fault,said", [("hangs", "did not answer within"), ("dies", "died (exited with status -9)"),
+                                        ("illegal_address", "failed the batch as a whole")])
 def test_standin_fault_in_a_call_merged_from_8_tasks_is_the_bad_tasks_alone(fault, said, open_service, service_dir,
                                                                              monkeypatch):
     # The service's first call waits until the 8 tasks' parts are queued, so

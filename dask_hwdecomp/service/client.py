@@ -28,11 +28,11 @@ Failures, and what the caller sees:
   attaches to a fresh service. Each failed batch is then decompressed on
   this thread by the CPU decoders to find the bad page: if one is corrupt,
   ``CorruptPageError`` names it and says the GPU service failed on this
-  batch. If every page decodes, a death or hang is retried once on a fresh
-  service (the batch was innocent: it only shared the GPU, or a call, with
-  the bad one); failing again raises ``CorruptPageError`` saying the GPU
-  failed on a batch the CPU decodes, which the router redoes on the CPU
-  only with ``cpu_retry``. A batch-level error is raised as it was;
+  batch. If every page decodes, the batch is retried once on a fresh
+  service (it was innocent: it only shared the GPU, or a call, with the
+  bad one); failing again raises ``CorruptPageError`` saying the GPU failed
+  on a batch the CPU decodes, which the router redoes on the CPU only with
+  ``cpu_retry``, or, for a batch-level error, that error as it was;
 * no service can be reached or started: :class:`~dask_hwdecomp.service.rundir.ServiceUnreachable`,
   on which the router of ``backend="auto"`` reads on the CPU and the report
   says so.
@@ -723,7 +723,9 @@ class ServiceBackend:
             A page failed (named), or the GPU service died or hung twice on
             a batch the CPU decodes (see the module docstring).
         CudaError, NvcompError
-            The batch failed as a whole, and the CPU decodes every page.
+            The batch failed as a whole on the service and again on a fresh
+            one, and the CPU decodes every page (a GPU that fails whatever
+            it is given).
         ServiceUnreachable
             No service can be reached or started (nothing was decompressed).
         """
@@ -827,13 +829,16 @@ class ServiceBackend:
 
     def _recover(self, jobs: Sequence[Job] | JobTable, src, dst, request: _Request, nbytes: int,
                  failure: _Failure) -> int:
-        """Find the bad page on the CPU; retry a death or hang once (its redone pages); else raise.
+        """Find the bad page on the CPU; send a batch the CPU decodes once more (its redone pages); else raise.
 
         Every batch in flight when the service was lost comes here, the
         innocent ones too (their pages shared a GPU call, or the GPU, with
         the bad one): the CPU tells them apart, and only a batch the CPU
         decodes is sent again, so the bad one cannot take the fresh service
-        down with the innocent ones' retries.
+        down with the innocent ones' retries. That holds for a call that
+        failed as a whole (a CUDA error: the bad page's illegal address
+        fails every task whose pages shared its call) as for a death or a
+        hang; only a batch that fails on the fresh service too raises.
         """
         reason, exc = failure.reason, failure.error
         self.recoveries += 1
@@ -844,15 +849,15 @@ class ServiceBackend:
                 decompress_one(job, src_v, dst_v)
             except CorruptPageError as bad:  # ChecksumError stays one
                 raise type(bad)(f"{what}; on the CPU: {bad.reason}", bad.location) from exc
-        if exc is not None:
-            message = f"{exc.reason} ({what}; the CPU decodes every page)"
-            if isinstance(exc, CudaError):
-                raise CudaError(message, code=exc.code, name=exc.name) from None
-            raise type(exc)(message) from None
         again = self._attempt(jobs, request, nbytes)
         if not isinstance(again, _Failure):
             self.retried += 1
             return again
+        if exc is not None:  # the GPU fails on pages the CPU decodes: the GPU's error, as it was
+            message = f"{exc.reason} ({what}; the CPU decodes every page; sent again: {again.reason})"
+            if isinstance(exc, CudaError):
+                raise CudaError(message, code=exc.code, name=exc.name) from None
+            raise type(exc)(message) from None
         files = {j.location.file for j in jobs if j.location is not None}
         raise CorruptPageError(
             f"the {self.label} GPU service failed twice on this batch of {len(jobs)} pages ({reason}; "
