@@ -201,9 +201,10 @@ class Options:
         raises :class:`~dask_hwdecomp.errors.BackendUnavailableError` where
         no GPU backend can run, rather than decode on the CPU; it cannot be
         combined with ``backend="cpu"``. ``"cpu"``: pyarrow decodes every
-        column: the default until ``"auto"`` is never slower than pyarrow (on
-        the H200 it reads 1.4 to 1.5 times as fast at scale, but half as fast
-        into fresh memory: ``benchmarks/results/2026-12-01-h200-timeline``);
+        column: the default until ``"auto"`` is measured no slower than
+        pyarrow on every codec and cluster shape (on the H200 it reads snappy
+        1.35 to 1.8 times as fast at scale, 1.1 to 1.45 times with the
+        previous read still held: ``benchmarks/results/2026-12-02-h200-service``);
         set ``"auto"`` to decode on the GPU. The read's report says, per
         column, where it was decoded and why not on the GPU.
     pinned_bytes : int
