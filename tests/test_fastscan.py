@@ -133,9 +133,7 @@ def test_corpus_kernel_equals_reference(corpus):
         try:
             chunks = list(_chunks(path))
         except HwdecompError:
-            continue  # footer refused: no chunk to scan
-        except Exception:
-            continue
+            continue  # footer refused: no chunk to scan (any other exception is a bug of ours)
         for data, rng in chunks:
             statuses[compare(data, rng.start, rng)] += 1
     assert statuses[K.OK] > 1000
@@ -327,8 +325,8 @@ def test_corpus_batches_equal_reference(corpus):
     for path in sorted(corpus.rglob("*.parquet")):
         try:
             src, files = _batch([path])
-        except Exception:
-            continue  # footer or plan refused: nothing to lay out
+        except HwdecompError:
+            continue  # footer or plan refused: nothing to lay out (any other exception is a bug of ours)
         results = []
         for fn in (lay_out_batch, reference_layout):
             try:
