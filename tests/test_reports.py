@@ -141,9 +141,15 @@ def test_a_block_under_distributed_says_nothing_was_gathered_and_where_to_look(f
 
 
 def _in_a_new_process(script: str) -> list:
-    """Run ``script`` (which prints one JSON value) in a fresh interpreter: numba has loaded nothing there."""
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=300)
+    """Run ``script`` (which prints one JSON value) in a fresh interpreter: numba has loaded nothing there.
+
+    The interpreter leaves with ``os._exit`` once the value is out: what is
+    measured is its first reads, not its teardown (a fresh clone's CI run
+    once saw such a child abort at exit, "terminate called without an
+    active exception", after printing its stages; not reproduced since).
+    """
+    script = textwrap.dedent(script) + "\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
