@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..format.kernels import snappy_varint
 from ..jobs import ALGOS, Algo, JobTable
 
 __all__ = ["Suspects", "find_suspects"]
@@ -60,16 +61,8 @@ def _le(src, at, nbytes):  # pragma: no cover - compiled
 @njit(nogil=True, cache=True)
 def _snappy_ok(src, so, ss, ds, pre):  # pragma: no cover - compiled
     """Whether a Snappy job's length varint is valid and agrees with its sizes and preamble."""
-    n = 0
-    shift = 0
-    for i in range(min(5, ss)):
-        b = np.int64(src[so + i])
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            length = i + 1
-            return n == ds and length == pre and length < ss
-        shift += 7
-    return False
+    declared, length = snappy_varint(src, so, ss)
+    return length > 0 and declared == ds and length == pre and length < ss
 
 
 @njit(nogil=True, cache=True)

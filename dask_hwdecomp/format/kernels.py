@@ -488,6 +488,20 @@ def _leading_empty(b, s, n, h):
 
 
 @njit(nogil=True, cache=True)
+def snappy_varint(b, s, n):
+    """(declared length, bytes of the varint) of a raw Snappy block ``b[s:s+n]``; (0, 0) if there is none."""
+    v = 0
+    shift = 0
+    for i in range(min(5, n)):
+        x = np.int64(b[s + i])
+        v |= (x & 0x7F) << shift
+        if not x & 0x80:
+            return v, i + 1
+        shift += 7
+    return 0, 0
+
+
+@njit(nogil=True, cache=True)
 def _plan_body(b, s, n, codec, expected, jobs, nj):
     """Jobs of one compressed body ``b[s:s+n]``: (status, nj); see codecs.plan_body."""
     if expected == 0:
@@ -495,16 +509,7 @@ def _plan_body(b, s, n, codec, expected, jobs, nj):
     if n == 0:
         return ERROR, nj
     if codec == _SNAPPY:
-        v = 0
-        shift = 0
-        pre = 0
-        for i in range(min(5, n)):
-            x = np.int64(b[s + i])
-            v |= (x & 0x7F) << shift
-            if not x & 0x80:
-                pre = i + 1
-                break
-            shift += 7
+        v, pre = snappy_varint(b, s, n)
         if pre == 0 or v != expected or pre >= n:  # no varint, another length, or only the varint
             return ERROR, nj
         return OK, _job(jobs, nj, A_SNAPPY, s, n, 0, expected, -1, pre)
