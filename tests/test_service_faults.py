@@ -218,14 +218,17 @@ TASKS = 8
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("fault,said", [("hangs", "did not answer within"), ("dies", "died (exited with status -9)"),
-                                        ("illegal_address", "failed the batch as a whole")])
+                                        ("illegal_address", "CUDA_ERROR_ILLEGAL_ADDRESS")])
 def test_standin_fault_in_a_call_merged_from_8_tasks_is_the_bad_tasks_alone(fault, said, open_service, service_dir,
                                                                              monkeypatch):
     # The service's first call waits until the 8 tasks' parts are queued, so
     # the corrupt page's call holds pages of all 8; it hangs (or the service
     # dies) there. The bad task gets its page named, by its own deadline;
     # the 7 others are released by that kill, not their own deadlines, found
-    # innocent on the CPU and retried once on the fresh service.
+    # innocent on the CPU and retried once on the fresh service. A call
+    # that fails as a whole reaches the bad task by one of three ways (its
+    # own reply, the kill of the task that got one, the service's exit
+    # after sending one): each names the CUDA error.
     log = os.path.join(service_dir, "events")
     monkeypatch.setenv(EVENTS_ENV, log)
     monkeypatch.setenv(MERGE_ENV, str(TASKS))

@@ -495,6 +495,7 @@ class _Attachment:
 
     def _read(self) -> None:
         reason = ""
+        failed = ""  # the last batch-level failure the service sent: why it then exits
         while True:
             try:
                 msg, _, fds = wire.receive(self.sock)
@@ -515,6 +516,8 @@ class _Attachment:
                 if flight is not None and not flight.started.done():
                     flight.started.set_result(_TakenUp(time.monotonic(), msg.ahead, msg.bytes_per_s))
                 continue
+            if isinstance(msg, wire.Failed) and msg.error_type != BackendUnavailableError.__name__:
+                failed = f"failed a batch ({msg.error_type}: {msg.message})"
             with self._lock:
                 flight = self._pending.pop(rid, None) if rid is not None else None
             if flight is not None:
@@ -523,7 +526,12 @@ class _Attachment:
             # The service ended the connection: its exit status says how.
             # Not when this side let go (close, kill): waiting for the
             # status would hold close() until the service exits, idle_s later.
+            # A service that failed a call exits at once, and the requests
+            # that shared that call are told which failure took it down, as
+            # when the reader that got the failure kills it first.
             reason = _how_it_ended(self.pid)
+            if failed:
+                reason = f"{reason} after another request {failed}"
         self.die(reason)
 
     def die(self, reason: str) -> None:
