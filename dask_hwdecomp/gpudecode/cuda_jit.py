@@ -12,6 +12,14 @@ import numpy as np
 if not hasattr(np, "row_stack"):
     np.row_stack = np.vstack
 
-from numba import cuda  # noqa: E402
+import sys  # noqa: E402
+
+from numba import config, cuda  # noqa: E402
+
+# Seconds a thread holds the GIL under the simulator (see the docstring).
+SIMULATOR_SWITCH_INTERVAL_S = 1e-4
+
+if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
+    sys.setswitchinterval(SIMULATOR_SWITCH_INTERVAL_S)
 
 __all__ = ["cuda"]

@@ -34,7 +34,7 @@ __all__ = ["measure_delta", "write_delta", "TPB", "dbp_walk", "dbp_decode", "blo
 
 # Threads a block (a power of two): few under the simulator, which runs a
 # Python thread each and polls them all at every barrier.
-TPB = 64 if getattr(numba.config, "ENABLE_CUDASIM", 0) else 128
+TPB = 16 if getattr(numba.config, "ENABLE_CUDASIM", 0) else 128
 
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)

@@ -45,7 +45,7 @@ _TABLES = _LEVELS * _W
 # Bytes staged at once (several windows a load of global memory).
 _STAGE = 4 * _W
 # Threads of the walk kernel's blocks.
-THREADS = 64 if _SIM else 1024
+THREADS = 16 if _SIM else 1024
 assert (1 << _LEVELS) >= _W // 4
 
 
