@@ -142,7 +142,7 @@ def _use_standin(directory: str) -> None:
     """In a worker: the registry's "hardware" backend is a service of the busy stand-in in ``directory``."""
     import threading
 
-    from dask_hwdecomp.decompress import registry
+    from dask_hwdecomp.routing import registry
 
     from service_backends import open_backend
 
@@ -226,7 +226,7 @@ def part_together(work: Path, backend: str, rounds: int) -> dict:
 
 def _segments() -> dict:
     """In a worker: its shared segments open (by name) and its GPU backend's idle pool segments."""
-    from dask_hwdecomp.decompress import registry
+    from dask_hwdecomp.routing import registry
 
     names = set()
     for fd in os.listdir("/proc/self/fd"):

@@ -10,7 +10,7 @@ import sys, numpy as np
 sys.path.insert(0, "tests")
 from pagegen import make_batch
 from corruption import corrupt
-from dask_hwdecomp.decompress import registry
+from dask_hwdecomp.routing import registry
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 algo, mode = Algo(sys.argv[1]), sys.argv[2]

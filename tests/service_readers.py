@@ -23,8 +23,8 @@ from collections.abc import Iterator
 import pyarrow.parquet as pq
 
 from dask_hwdecomp import read_table
-from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing import registry
 
 from service_backends import open_backend
 

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from dask_hwdecomp.budget import split_by_budget, take_within_budget
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.readpath.batch import iter_batches
 from dask_hwdecomp.readpath.plan import Piece, plan_piece
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing.router import Router
 
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 from standin_hwengine import StandinHwEngine, hold_first_call

@@ -21,7 +21,6 @@ import dask_hwdecomp
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.gpu_backend import _check_zstd_content
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.decompress.validate import zstd_frames
 from dask_hwdecomp.errors import ChecksumError, PageLocation
 from dask_hwdecomp.format.xxh64 import content_checksum_matches, xxh64
@@ -30,6 +29,7 @@ from dask_hwdecomp.gpu.staging import Part, place
 from dask_hwdecomp.jobs import Algo, Job, PageCrc
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing.router import Router
 from dask_hwdecomp.service.wire import Run, pack_jobs, unpack_jobs
 
 import checksum_cases as cc
@@ -200,7 +200,7 @@ def test_service_recovery_keeps_a_checksum_error_a_checksum_error(service_dir):
 
 
 def test_cpu_retry_does_not_hide_a_checksum_error(engine, monkeypatch):
-    from dask_hwdecomp.decompress import registry
+    from dask_hwdecomp.routing import registry
 
     jobs, src, dst_len, _ = _checked_batch()
     bad = [j for j in jobs if j.crc32 is not None][0]
@@ -294,7 +294,8 @@ def test_gzip_flips_that_still_inflate_are_refused_by_default(tmp_path, version)
 @pytest.fixture
 def engine_route(monkeypatch):
     """``backend="hardware"`` served in process by the real backend over the engine stand-in."""
-    from dask_hwdecomp.decompress import registry, routing
+    from dask_hwdecomp.routing import registry
+    from dask_hwdecomp.routing import router as routing
 
     engine = StandinHwEngine(mask=7, max_length=4 << 20)
     hw = create_with(engine, OPTS)

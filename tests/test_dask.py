@@ -134,7 +134,7 @@ def test_aggregated_partition_is_one_batch(dataset):
 
 
 def test_unavailable_backend_raises(dataset):
-    from dask_hwdecomp.decompress import registry
+    from dask_hwdecomp.routing import registry
 
     if registry.probe("hardware") is None:
         pytest.skip("this machine has a hardware decompression engine")

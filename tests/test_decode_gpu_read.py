@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dask_hwdecomp import hwdecomp, read_table
-from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.report import ReadReport, collect_reports
+from dask_hwdecomp.routing import registry
 
 from helpers import gpu_available
 from service_backends import open_backend, service_directory

@@ -13,7 +13,6 @@ import dask_hwdecomp
 from dask_hwdecomp import BackendUnavailableError, Options, collect_reports, hwdecomp, read_table
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import current_options
 from dask_hwdecomp.readpath.batch import (
@@ -26,6 +25,7 @@ from dask_hwdecomp.readpath.batch import (
 )
 from dask_hwdecomp.readpath.plan import Piece, plan_piece
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing.router import Router
 
 from helpers import PICKED_OUT, gpu_available, pyarrow_decoder
 from standin_hwengine import StandinHwEngine

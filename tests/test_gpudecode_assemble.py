@@ -226,11 +226,11 @@ def test_corpus_images_plan_and_assemble_to_pyarrows_columns(corpus):
     """
     from fsspec.implementations.local import LocalFileSystem
 
-    from dask_hwdecomp.decompress.routing import Router
     from dask_hwdecomp.options import Options
     from dask_hwdecomp.readpath.batch import decompress_batch
     from dask_hwdecomp.readpath.plan import Piece, plan_piece
     from dask_hwdecomp.report import ReadReport
+    from dask_hwdecomp.routing.router import Router
 
     fs = LocalFileSystem()
     options = Options(backend="cpu")

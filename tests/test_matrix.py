@@ -19,12 +19,12 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import dask_hwdecomp
-from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.format.structs import Codec, DataPageHeaderV2, PageHeader, PageType
 from dask_hwdecomp.options import current_options
 from dask_hwdecomp.readpath.batch import decompress_batch
 from dask_hwdecomp.readpath.plan import Piece, plan_piece
 from dask_hwdecomp.report import PYARROW_NO_GPU, ReadReport
+from dask_hwdecomp.routing.router import Router
 
 from helpers import MATRIX_CODECS, assert_tables_equal, gpu_available, walk_buffers
 from rewrite import compress_values, gzip_members, hadoop_lz4, rewrite_pages

@@ -20,8 +20,8 @@ import pytest
 import dask_hwdecomp
 from dask_hwdecomp import LimitExceededError, Options, ReadReport, collect_reports, hwdecomp
 from dask_hwdecomp.cli.info import collect
-from dask_hwdecomp.decompress.routing import pyarrow_routes
 from dask_hwdecomp.report import PYARROW_NO_GPU, UNKNOWN_CODEC
+from dask_hwdecomp.routing.router import pyarrow_routes
 
 from helpers import assert_tables_equal, gpu_available
 

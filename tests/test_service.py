@@ -18,11 +18,11 @@ import time
 import numpy as np
 import pytest
 
-from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options, current_options
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing.router import Router
 from dask_hwdecomp.service.client import ServiceBackend, wait_for_exit
 from dask_hwdecomp.service.shm import SharedBuffer, SharedPool
 

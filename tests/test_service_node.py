@@ -21,11 +21,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dask_hwdecomp.decompress import registry
-from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing import registry
+from dask_hwdecomp.routing.router import Router
 from dask_hwdecomp.service import rundir, wire
 from dask_hwdecomp.service.client import ServiceBackend
 from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for

@@ -20,7 +20,6 @@ import pytest
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.decompress.hardware import create_with
-from dask_hwdecomp.decompress.routing import Router
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
 from dask_hwdecomp.gpu.hwengine import ALGO_BIT, PARAMS_DTYPE, EngineCallError, check_params_dtype
 from dask_hwdecomp.gpu.hwengine_launcher import usable_length
@@ -29,6 +28,7 @@ from dask_hwdecomp.gpu.stream_runner import StreamRunner
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing.router import Router
 
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 from standin_hwengine import StandinHwEngine, hold_first_call

@@ -25,9 +25,9 @@ from __future__ import annotations
 import importlib
 import time
 
-from ..decompress import registry
 from ..decompress.cpu import CpuBackend
 from ..options import Options
+from ..routing import registry
 from .pages import PAGE_BYTES, PageSet
 from .stats import summarize
 

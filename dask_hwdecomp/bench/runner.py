@@ -382,7 +382,7 @@ def _run(cfg: BenchConfig) -> dict:
     if {"decompress", "sweep", "checksums"} & set(cfg.parts):
         _decompress(cfg, datasets, results)
     results["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
-    from ..decompress import registry
+    from ..routing import registry
 
     registry.close_all()
     return _save(cfg, results, plots=True)

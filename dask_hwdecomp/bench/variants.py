@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..decompress import registry
+from ..routing import registry
 
 __all__ = ["Variant", "engine_variants", "ceiling_variant", "variant_name", "BASELINE", "DEFAULT", "CEILING",
            "CEILING_LABEL", "DECODES", "DECODE_CPU"]

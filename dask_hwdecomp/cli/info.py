@@ -32,10 +32,10 @@ def _version(dist: str) -> str | None:
 def collect(backend: str | None = None) -> dict:
     """Everything ``hwdecomp info`` shows, as a dict."""
     from ..bench.system import system_info
-    from ..decompress import registry
-    from ..decompress.routing import Router, pyarrow_reads, pyarrow_routes
     from ..errors import BackendUnavailableError
     from ..options import current_options
+    from ..routing import registry
+    from ..routing.router import Router, pyarrow_reads, pyarrow_routes
 
     info = system_info()
     info["versions"]["nvidia-nvcomp-cu13"] = _version("nvidia-nvcomp-cu13")

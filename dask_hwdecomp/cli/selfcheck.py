@@ -220,8 +220,8 @@ def _check_files(name: str, rows: int, rows_out: list) -> None:
 
 def run(args) -> int:
     """Run the checks and print the table; 0 when all pass."""
-    from ..decompress import registry
     from ..options import Options
+    from ..routing import registry
 
     rows: list[tuple[str, str, bool, str]] = []
     hw_reason = registry.probe("hardware")

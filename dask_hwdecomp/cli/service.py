@@ -60,7 +60,7 @@ def _check_gpu_backends(names) -> None:
     UsageError
         Every backend's probe says why it cannot run here.
     """
-    from ..decompress import registry
+    from ..routing import registry
 
     reasons = {name: registry.probe(name) for name in sorted(names)}
     if all(reason is not None for reason in reasons.values()):

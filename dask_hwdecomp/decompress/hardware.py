@@ -11,7 +11,7 @@ The engine has no per-page status, so inputs are checked on the host first
 are redone on the CPU (``cpu.decompress_one``), the rest of the call stands;
 a page the CPU rejects too is a ``CorruptPageError``.
 
-Routing (see :mod:`dask_hwdecomp.decompress.routing`): the algorithms come
+Routing (see :mod:`dask_hwdecomp.routing.router`): the algorithms come
 from the device's mask (SNAPPY, DEFLATE, LZ4), ``max_job_bytes`` from its
 maximum length (less the worst-case expansion of an input, so that inputs
 fit too); everything else falls through to nvCOMP. Where the mask is 0 (no

@@ -4,7 +4,7 @@ This module says whether nvCOMP can run here (:func:`probe`) and opens the
 backend (:func:`create`); the batched call itself, with its device pointers
 and metadata, is :class:`~dask_hwdecomp.gpu.nvcomp_launcher.NvcompLauncher`.
 Multi-member GZIP and BROTLI stay on the CPU (see
-:mod:`dask_hwdecomp.decompress.routing`).
+:mod:`dask_hwdecomp.routing.router`).
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 from dask.dataframe.io.parquet.arrow import ArrowDatasetEngine
 
-from ..decompress.routing import pyarrow_reads
 from ..options import as_option_dict, current_options, graph_options
 from ..readpath.batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND
 from ..readpath.decode_errors import locate_decode_errors
@@ -39,6 +38,7 @@ from ..readpath.decode_report import account_image_columns, account_pyarrow_colu
 from ..readpath.passthrough import account_pyarrow_read, local_footer
 from ..readpath.reader import filter_columns
 from ..report import ReadReport, publish
+from ..routing.router import pyarrow_reads
 from . import metrics
 from .gputable import image_table
 from .imagefs import ImageFileSystem

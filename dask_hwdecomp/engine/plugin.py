@@ -20,10 +20,10 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..decompress import registry
-from ..decompress.routing import Router, pyarrow_reads, pyarrow_routes
 from ..options import current_options
 from ..report import ReadReport
+from ..routing import registry
+from ..routing.router import Router, pyarrow_reads, pyarrow_routes
 
 __all__ = ["HwdecompPlugin"]
 

@@ -6,12 +6,12 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-from ..decompress.routing import Router
 from ..options import Options
 from ..readpath.batch import iter_batches
 from ..readpath.plan import Piece, plan_piece
 from ..readpath.reader import fallback, filter_columns
 from ..report import ReadReport
+from ..routing.router import Router
 
 __all__ = ["piece_key", "prepared_images", "current_images", "needed_columns"]
 

@@ -1,7 +1,7 @@
 """GPU resources with explicit lifetimes: device, streams, memory pools.
 
 Everything here that touches CUDA is imported only when a GPU backend is
-probed or created (see :mod:`dask_hwdecomp.decompress.registry`), never at
+probed or created (see :mod:`dask_hwdecomp.routing.registry`), never at
 package import. Raw pointers, ctypes and the CUDA bindings stay inside this
 package: a GPU backend of :mod:`dask_hwdecomp.decompress` plugs a launcher
 from here (``nvcomp_launcher``, ``hwengine_launcher``) into its stream runners.

@@ -31,11 +31,11 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from ..budget import split_by_budget
-from ..decompress.routing import Router
 from ..errors import BackendUnavailableError, LimitExceededError, PageLocation
 from ..format.fastlayout import BatchLayout, FileSpec, lay_out_batch, load_kernels, reference_layout
 from ..options import Options
 from ..report import ReadReport
+from ..routing.router import Router
 from .fetch import FetchPlan, fetch_into, plan_fetch
 from .image import Image
 from .plan import PiecePlan

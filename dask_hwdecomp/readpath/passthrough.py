@@ -3,7 +3,7 @@
 Two kinds of read go to pyarrow's own reader: a file the page path cannot
 serve (an encrypted one, see :func:`~dask_hwdecomp.readpath.reader.fallback`), and
 every read of ``backend="auto"`` on a machine where no GPU backend can run
-(:func:`~dask_hwdecomp.decompress.routing.pyarrow_reads`): there the CPU
+(:func:`~dask_hwdecomp.routing.router.pyarrow_reads`): there the CPU
 pool would only repeat pyarrow's decompression, plus a page scan and an
 uncompressed copy of the data.
 

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..decompress.routing import Router, pyarrow_reads
 from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options, as_option_dict, current_options
 from ..report import ReadReport, publish
+from ..routing.router import Router, pyarrow_reads
 from .assemble import ImageTable, fragment_to_table, read_row_groups
 from .batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND, iter_batches
 from .decode_errors import locate_decode_errors

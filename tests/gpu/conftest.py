@@ -1,6 +1,6 @@
 """GPU test fixtures: skip only when a capability is really missing.
 
-The probe of each backend (:func:`dask_hwdecomp.decompress.registry.probe`)
+The probe of each backend (:func:`dask_hwdecomp.routing.registry.probe`)
 says why it cannot run here ("no CUDA device", "nvCOMP not installed ...");
 a test that needs the backend is skipped with that reason, nothing broader.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.options import Options
+from dask_hwdecomp.routing import registry
 
 # A short deadline: a Zstd page that hangs nvCOMP costs the suite this long.
 GPU_OPTIONS = Options(backend="nvcomp", streams=2, batch_latency_ms=2.0, gpu_timeout_s=10.0)

@@ -23,10 +23,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import dask_hwdecomp
-from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
+from dask_hwdecomp.routing import registry
 from dask_hwdecomp.service.client import node_stats
 from dask_hwdecomp.service.rundir import service_dir
 

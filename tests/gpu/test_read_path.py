@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import dask_hwdecomp
-from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError, PageLocation
 from dask_hwdecomp.format.footer import parse_footer
 from dask_hwdecomp.format.pages import chunk_range, scan_chunk
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
+from dask_hwdecomp.routing import registry
 
 from corruption import corrupt
 from helpers import assert_tables_equal, corpus_root

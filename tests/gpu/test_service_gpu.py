@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dask_hwdecomp
-from dask_hwdecomp.decompress import registry
 from dask_hwdecomp.options import Options
+from dask_hwdecomp.routing import registry
 
 from helpers import assert_tables_equal
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 _READER = textwrap.dedent("""
     import sys
     import dask_hwdecomp
-    from dask_hwdecomp.decompress import registry
+    from dask_hwdecomp.routing import registry
     from dask_hwdecomp.options import Options
     dask_hwdecomp.read_table(sys.argv[1], backend="nvcomp")
     print(registry.get_backend("nvcomp", Options(backend="nvcomp")).pid)

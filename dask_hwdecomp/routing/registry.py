@@ -20,9 +20,11 @@ import importlib
 import threading
 from typing import Any
 
+from ..decompress.backends import BACKEND_MODULES
+from ..decompress.cpu import CpuBackend
 from ..errors import BackendUnavailableError
 from ..options import GPU_BACKEND_OPTIONS, Options
-from .backends import BACKEND_MODULES
+from ..service.client import ServiceBackend
 
 __all__ = ["probe", "get_backend", "close_all", "BACKEND_MODULES"]
 
@@ -86,15 +88,11 @@ def get_backend(name: str, options: Options):
         backend = _open.get(key)
         if backend is None:
             if name == "cpu":
-                from .cpu import CpuBackend
-
                 backend = CpuBackend(options.cpu_threads)
             else:
                 reason = probe(name)
                 if reason is not None:
                     raise BackendUnavailableError(f"backend {name!r} is not available: {reason}")
-                from ..service.client import ServiceBackend
-
                 backend = ServiceBackend(name, options)
             _open[key] = backend
         return backend

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from ..decompress.cpu import decompress_one
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError, ServiceUnreachable
 from ..format.structs import CODEC_NAMES
 from ..jobs import ALGOS, Algo, Job, JobTable, as_table
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry
-from .cpu import decompress_one
 
 __all__ = ["ROUTES", "Router", "PYARROW_NO_GPU", "GPU_BACKENDS", "pyarrow_reads", "pyarrow_routes"]
 
