@@ -241,7 +241,7 @@ def _segments() -> dict:
 
 
 def part_sigkill(work: Path, backend: str, repeats: int, standin: str | None = None) -> dict:
-    from dask_hwdecomp.service.client import node_stats
+    from dask_hwdecomp.service.launch import node_stats
     from dask_hwdecomp.service.rundir import service_dir
 
     rows = 100_000 if standin else 1_000_000  # the stand-in is a Python engine

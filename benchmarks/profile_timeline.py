@@ -129,7 +129,7 @@ def main(argv=None) -> int:
                     client.run(gc.collect)
         client.run(timeline.flush)
         # What the service holds pinned once every read was released: bounded by the readers' pools.
-        from dask_hwdecomp.service.client import node_stats
+        from dask_hwdecomp.service.launch import node_stats
         from dask_hwdecomp.service.rundir import service_dir
 
         for stats in node_stats(service_dir(None, create=False)):

@@ -63,14 +63,14 @@ def events(path) -> list[str]:
 
 
 def open_backend(factory: str, options, service_dir: str, **kw):
-    """A ServiceBackend of a service hosting ``factory`` (a function here), listening in ``service_dir``.
+    """A ServiceClient of a service hosting ``factory`` (a function here), listening in ``service_dir``.
 
     Backends opened in the same directory with the same factory share one
     service; a directory of its own per test keeps tests apart.
     """
-    from dask_hwdecomp.service.client import ServiceBackend
+    from dask_hwdecomp.service.client import ServiceClient
 
-    return ServiceBackend("test", options.replace(service_dir=service_dir),
+    return ServiceClient("test", options.replace(service_dir=service_dir),
                           factories={"test": f"service_backends:{factory}"}, gpu="none",
                           **{"cap_bytes": 64 << 20, **kw})
 
@@ -107,7 +107,7 @@ def stop_services(directory: str, timeout_s: float = 30.0) -> None:
         A service was still running after it was killed.
     """
     from dask_hwdecomp.service import wire
-    from dask_hwdecomp.service.client import node_stats, query, wait_for_exit
+    from dask_hwdecomp.service.launch import node_stats, query, wait_for_exit
     from dask_hwdecomp.service.rundir import ServiceUnreachable
 
     for entry in node_stats(directory):

@@ -1,7 +1,7 @@
 """Readers of Parquet files through a test GPU service: threads of this process, or of another.
 
 :func:`registry_on` makes the registry's ``"hardware"`` backend a
-:class:`~dask_hwdecomp.service.client.ServiceBackend` of a service hosting
+:class:`~dask_hwdecomp.service.client.ServiceClient` of a service hosting
 a stand-in of ``service_backends`` in a given directory (``nvcomp`` is not
 there); :func:`read_in_threads` reads files with ``read_table`` from several
 threads at once, compares every table with pyarrow's and says what

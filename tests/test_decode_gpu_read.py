@@ -174,13 +174,13 @@ def test_held_reads_in_a_loop_stay_within_the_zero_copy_share(standin_service, t
     per_read = returns.live_bytes - before
     assert per_read > 0
     # A share of two and a half reads' outputs above what is alive now.
-    monkeypatch.setattr(decoding, "ZERO_COPY_SHARE", max(1, backend._pool.cap_bytes // (before + per_read * 5 // 2)))
-    bound = backend._pool.cap_bytes // decoding.ZERO_COPY_SHARE
+    monkeypatch.setattr(decoding, "ZERO_COPY_SHARE", max(1, backend.pool.cap_bytes // (before + per_read * 5 // 2)))
+    bound = backend.pool.cap_bytes // decoding.ZERO_COPY_SHARE
     held, report = [one], ReadReport()
     for _ in range(4):
         held.append(read_table(path, backend="auto", decode="gpu", report=report))
         returns.drain()
         assert returns.live_bytes <= bound
-        assert backend._pool.stats()["held_bytes"] <= backend._pool.cap_bytes
+        assert backend.pool.stats()["held_bytes"] <= backend.pool.cap_bytes
     assert report.output_copies >= 2  # the second of the four on: past the share
     assert all(t.equals(pq.read_table(path)) for t in held)

@@ -23,7 +23,8 @@ from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options, current_options
 from dask_hwdecomp.report import ReadReport
 from dask_hwdecomp.routing.router import Router
-from dask_hwdecomp.service.client import ServiceBackend, wait_for_exit
+from dask_hwdecomp.service.client import ServiceClient
+from dask_hwdecomp.service.launch import wait_for_exit
 from dask_hwdecomp.service.shm import SharedBuffer, SharedPool
 
 from corruption import corrupt
@@ -38,7 +39,7 @@ ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 def open_service(service_dir):
     """``open_service(factory, **changes)``: a backend of a service hosting ``factory``, in the test's directory."""
 
-    def open_(factory: str, **changes) -> ServiceBackend:
+    def open_(factory: str, **changes) -> ServiceClient:
         return open_backend(factory, OPTS.replace(**changes), service_dir)
 
     return open_

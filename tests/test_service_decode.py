@@ -22,7 +22,6 @@ from dask_hwdecomp.gpudecode.assemble import assemble
 from dask_hwdecomp.gpudecode.plan import plan_file
 from dask_hwdecomp.gpudecode.tables import place_outputs
 from dask_hwdecomp.options import Options
-from dask_hwdecomp.service.decoding import decode_in_service
 
 from helpers import gpu_available, uploaded_in_file
 from service_backends import open_backend, service_directory
@@ -67,7 +66,7 @@ def _in_shared(backend, data: bytes):
 def _decode(backend, data: bytes):
     buf = _in_shared(backend, data)
     plan = plan_file(buf.view[: len(data)])
-    out = decode_in_service(backend, plan, buf.view[: len(data)])
+    out = backend.decode(plan, buf.view[: len(data)])
     return plan, out, buf
 
 
@@ -95,7 +94,7 @@ def test_a_corrupt_page_is_named_and_the_service_goes_on(backend):
     data[at + 4 + int.from_bytes(data[at : at + 4], "little")] = 200
     buf = _in_shared(backend, bytes(data))
     with pytest.raises(CorruptPageError) as info:
-        decode_in_service(backend, plan_file(buf.view[: len(data)]), buf.view[: len(data)])
+        backend.decode(plan_file(buf.view[: len(data)]), buf.view[: len(data)])
     where = info.value.location
     assert where.column == "i32_dict" and where.row_group == 0 and where.page == 1
     buf.close()
@@ -110,7 +109,7 @@ def test_outputs_live_in_shared_memory_until_their_arrays_die(backend):
     plan, out, buf = _decode(backend, data)
     buf.close()
     assert not out.copied
-    held = backend._pool.stats()["held_bytes"]
+    held = backend.pool.stats()["held_bytes"]
     (columns,) = assemble(out.buffer, out.owner, out.chunks, plan)
     del out
     gc.collect()
@@ -119,7 +118,7 @@ def test_outputs_live_in_shared_memory_until_their_arrays_die(backend):
     gc.collect()
     # One array keeps the whole output alive; once it dies, the next decode gives it back.
     _, out2, buf2 = _decode(backend, data)
-    assert backend._pool.stats()["held_bytes"] >= held
+    assert backend.pool.stats()["held_bytes"] >= held
     del arrays
     gc.collect()
     buf2.close()
@@ -164,7 +163,7 @@ def test_the_service_refuses_a_plan_past_its_buffer(backend):
     plan = plan_file(buf.view[: len(data)])
     plan.pages["size"][0] = len(data) * 2
     with pytest.raises(Exception, match="refused a decode"):
-        decode_in_service(backend, plan, buf.view[: len(data)])
+        backend.decode(plan, buf.view[: len(data)])
     buf.close()
 
 
@@ -204,7 +203,7 @@ def test_the_service_refuses_a_write_placed_otherwise_than_place_outputs(backend
     data = _file(_table())
     buf = _in_shared(backend, data)
     with pytest.raises(Exception, match="refused a decode write"):
-        decode_in_service(backend, plan_file(buf.view[: len(data)]), buf.view[: len(data)])
+        backend.decode(plan_file(buf.view[: len(data)]), buf.view[: len(data)])
     buf.close()
     monkeypatch.undo()
     # The connection goes on.

@@ -31,8 +31,9 @@ import pytest
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options
-from dask_hwdecomp.service.client import Overdue, ServiceGone, _InFlight, _TakenUp, wait_for_exit
+from dask_hwdecomp.service.connection import InFlight, Overdue, ServiceGone, TakenUp
 from dask_hwdecomp.service.deadline import FLOOR_S, GPU_BYTES_PER_S, deadline_s
+from dask_hwdecomp.service.launch import wait_for_exit
 
 from corruption import corrupt
 from helpers import gpu_available
@@ -71,35 +72,35 @@ def test_deadline_is_a_second_and_the_bytes_queued_ahead_at_most_gpu_timeout():
             assert (k + 1) * task / speed < deadline_s(k * task + task, GPU_BYTES_PER_S, 60.0), (speed, k)
 
 
-def _answer_later(flight: _InFlight, seconds: float, msg="done") -> None:
+def _answer_later(flight: InFlight, seconds: float, msg="done") -> None:
     threading.Timer(seconds, flight.answer.set_result, args=(msg,)).start()
 
 
 def test_a_request_waits_until_its_deadline_counted_from_when_the_service_took_it_up():
     # Sent 30 s ago, taken up now with 4 GiB ahead of it: its deadline is 5 s
     # from now, so an answer a moment later is taken.
-    flight = _InFlight()
+    flight = InFlight()
     flight.sent -= 30.0
-    flight.started.set_result(_TakenUp(time.monotonic(), 4 << 30, GPU_BYTES_PER_S))
+    flight.started.set_result(TakenUp(time.monotonic(), 4 << 30, GPU_BYTES_PER_S))
     _answer_later(flight, 0.05)
     assert flight.wait(1000, limit_s=60.0) == "done"
     # Taken up with nothing ahead and no answer: overdue after about a second.
-    flight = _InFlight()
-    flight.started.set_result(_TakenUp(time.monotonic(), 0, GPU_BYTES_PER_S))
+    flight = InFlight()
+    flight.started.set_result(TakenUp(time.monotonic(), 0, GPU_BYTES_PER_S))
     with pytest.raises(Overdue, match=r"did not answer within 1\.0 s of taking the request up \(1000 B in and "
                                       r"out, 0 B ahead of it, at 1\.0 GiB/s\)"):
         flight.wait(1000, limit_s=60.0)
 
 
 def test_a_request_never_taken_up_or_of_no_known_rate_waits_gpu_timeout_s():
-    flight = _InFlight()
+    flight = InFlight()
     with pytest.raises(Overdue, match=r"did not take the request up within 0\.2 s \(gpu_timeout_s\)"):
         flight.wait(1000, limit_s=0.2)
-    flight = _InFlight()
-    flight.started.set_result(_TakenUp(time.monotonic(), 0, 0))
+    flight = InFlight()
+    flight.started.set_result(TakenUp(time.monotonic(), 0, 0))
     with pytest.raises(Overdue, match=r"did not answer within 0\.2 s \(gpu_timeout_s\)"):
         flight.wait(1000, limit_s=0.2)
-    flight = _InFlight()  # a service lost meanwhile ends the wait with that
+    flight = InFlight()  # a service lost meanwhile ends the wait with that
     flight.answer.set_exception(ServiceGone("died (test)"))
     with pytest.raises(ServiceGone, match="died"):
         flight.wait(1000, limit_s=60.0)
@@ -107,9 +108,9 @@ def test_a_request_never_taken_up_or_of_no_known_rate_waits_gpu_timeout_s():
 
 def test_a_started_message_wakes_a_request_that_waits_for_it():
     # The wait follows the take-up when it comes, not only at gpu_timeout_s.
-    flight = _InFlight()
+    flight = InFlight()
     threading.Timer(0.05, flight.started.set_result,
-                    args=(_TakenUp(time.monotonic(), 0, GPU_BYTES_PER_S),)).start()
+                    args=(TakenUp(time.monotonic(), 0, GPU_BYTES_PER_S),)).start()
     with pytest.raises(Overdue, match="of taking the request up"):
         flight.wait(0, limit_s=60.0)
 
@@ -342,13 +343,13 @@ def _decode_source(b):
 @pytest.mark.timeout(180)
 def test_standin_decoder_that_hangs_is_killed_by_the_same_rule_and_the_decode_lost(service_dir):
     from dask_hwdecomp.gpudecode.plan import plan_file
-    from dask_hwdecomp.service.decoding import DecoderLost, decode_in_service
+    from dask_hwdecomp.service.decoding import DecoderLost
 
     with open_backend("standin_decoder_hangs", OPTS.replace(gpu_timeout_s=60.0), service_dir) as b:
         _, buf, view = _decode_source(b)
         with pytest.raises(DecoderLost, match=r"did not answer within 1\.0 s of taking the request up.*"
                                               r"sent again after: .*did not answer within 1\.0 s"):
-            decode_in_service(b, plan_file(view), view)
+            b.decode(plan_file(view), view)
         buf.close()
         assert (b.timeouts, b.retried) == (2, 0)
 
@@ -358,7 +359,6 @@ def test_standin_decoder_that_hangs_is_killed_by_the_same_rule_and_the_decode_lo
 def test_standin_service_killed_during_a_decode_sends_it_again_to_a_fresh_one(service_dir):
     from dask_hwdecomp.gpudecode.assemble import assemble
     from dask_hwdecomp.gpudecode.plan import plan_file
-    from dask_hwdecomp.service.decoding import decode_in_service
 
     with open_backend("standin", OPTS, service_dir) as b:
         table, buf, view = _decode_source(b)
@@ -367,7 +367,7 @@ def test_standin_service_killed_during_a_decode_sends_it_again_to_a_fresh_one(se
 
         def decode():
             try:
-                done.set_result(decode_in_service(b, plan, view))
+                done.set_result(b.decode(plan, view))
             except BaseException as exc:  # raised below, in the test's thread
                 done.set_exception(exc)
 

@@ -27,7 +27,7 @@ from dask_hwdecomp.report import ReadReport
 from dask_hwdecomp.routing import registry
 from dask_hwdecomp.routing.router import Router
 from dask_hwdecomp.service import rundir, wire
-from dask_hwdecomp.service.client import ServiceBackend
+from dask_hwdecomp.service.client import ServiceClient
 from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for
 from dask_hwdecomp.service.server import Service, bind
 
@@ -94,7 +94,7 @@ def test_another_user_cannot_attach_and_is_logged(served, caplog):
     service, opts = served(allowed_uid=os.getuid() + 1)
     with caplog.at_level("WARNING", logger="dask_hwdecomp.service.server"):
         with pytest.raises(ServiceUnreachable, match=f"uid {os.getuid()} may not attach"):
-            ServiceBackend("test", opts, factories={"test": "service_backends:cpu"}, gpu="none",
+            ServiceClient("test", opts, factories={"test": "service_backends:cpu"}, gpu="none",
                            startup_timeout_s=10)
     assert service.counters.refused == 1 and service.stats()["clients"] == 0
     assert f"refused a connection from pid {os.getpid()} of uid {os.getuid()}" in caplog.text

@@ -166,7 +166,7 @@ def measure_read(scheduler: Scheduler, variant: Variant, path) -> dict:
 def _service_counters() -> dict:
     """GPU calls and pages of every GPU service of this user on this node, summed."""
     from ..options import current_options
-    from ..service.client import node_stats
+    from ..service.launch import node_stats
     from ..service.rundir import ServiceUnreachable, service_dir
 
     try:

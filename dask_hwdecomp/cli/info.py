@@ -60,7 +60,7 @@ def collect(backend: str | None = None) -> dict:
 
 def _services(opts) -> dict:
     """The GPU services of this user on this node: where they listen and what they serve."""
-    from ..service.client import node_stats
+    from ..service.launch import node_stats
     from ..service.rundir import ServiceUnreachable, service_dir
 
     try:

@@ -79,7 +79,8 @@ def run(args) -> int:
     """
     from ..options import current_options
     from ..service import wire
-    from ..service.client import GPU_FACTORIES, node_stats, query, service_command, wait_for_exit
+    from ..service.client import GPU_FACTORIES
+    from ..service.launch import node_stats, query, service_command, wait_for_exit
     from ..service.rundir import ServiceUnreachable, address_for, service_dir
 
     opts = current_options()

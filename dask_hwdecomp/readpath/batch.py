@@ -121,7 +121,7 @@ def decode_columns(images: list[Image], router: Router, options: Options, report
 
     Where the GPU decodes nothing, each image's ``cpu_reason`` says why.
     ``kept``: the batch's pages the GPU service kept on the device
-    (``ServiceBackend.keeping()``, opened by :func:`decompress_batch`).
+    (``ServiceClient.keeping()``, opened by :func:`decompress_batch`).
     """
     why = "" if _always and _column_decoder is not None else cpu_decode_reason(options, router)
     if why:
@@ -228,7 +228,7 @@ def _keeping(router: Router, options: Options):
     """Around a batch's decompression and decode: its pages kept on the device where the GPU service decodes it.
 
     Yields the :class:`~dask_hwdecomp.service.keeping.KeptRuns` of
-    ``ServiceBackend.keeping()``, or None where nothing is kept.
+    ``ServiceClient.keeping()``, or None where nothing is kept.
     """
     if _column_decoder is not None or cpu_decode_reason(options, router):
         return contextlib.nullcontext(None)

@@ -4,7 +4,7 @@ After a batch is decompressed into its images (shared memory the service
 maps), :func:`decode_on_gpu` plans the chunks the GPU decodes
 (:func:`dask_hwdecomp.gpudecode.plan.plan_batch`), has the service decode
 them all in one measure and one write
-(:func:`dask_hwdecomp.service.decoding.decode_in_service`), and wraps the
+(:meth:`dask_hwdecomp.service.client.ServiceClient.decode`), and wraps the
 output as each image's ``decoded`` columns, whose Arrow buffers own the
 shared output. pyarrow decodes every other column from the image, and
 ``why_not_gpu`` says why, per column.
@@ -21,8 +21,8 @@ from ..gpudecode.assemble import assemble
 from ..gpudecode.plan import plan_batch
 from ..options import Options
 from ..report import ReadReport
-from ..service.client import ServiceBackend
-from ..service.decoding import DecoderLost, decode_in_service
+from ..service.client import ServiceClient
+from ..service.decoding import DecoderLost
 from ..service.keeping import KeptRuns
 from .image import Image
 
@@ -34,10 +34,10 @@ logger = logging.getLogger("dask_hwdecomp")
 LOST = "the GPU service was lost during the decode"
 
 
-def decoder_of(router) -> ServiceBackend | None:
+def decoder_of(router) -> ServiceClient | None:
     """The GPU service connection a batch routed by ``router`` decodes through, if any."""
     backend = router.primary
-    return backend if isinstance(backend, ServiceBackend) else None
+    return backend if isinstance(backend, ServiceClient) else None
 
 
 def _columns(image: Image) -> list[str]:
@@ -50,12 +50,12 @@ def _columns(image: Image) -> list[str]:
     return names
 
 
-def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend, options: Options,
+def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, options: Options,
                   report: ReadReport, kept: KeptRuns | None = None) -> None:
     """Decode the batch's GPU-decodable column chunks into each image's ``decoded``.
 
     ``kept``: the batch's runs whose outputs the service kept on the
-    device (:meth:`ServiceBackend.keeping`); the decode reads those pages
+    device (:meth:`ServiceClient.keeping`); the decode reads those pages
     there.
 
     Raises
@@ -78,7 +78,7 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceBackend,
     if not len(plan.chunks):
         return
     try:
-        out = decode_in_service(backend, plan, dst, kept)
+        out = backend.decode(plan, dst, kept)
     except (BackendUnavailableError, DecoderLost) as exc:
         if options.decode == "gpu":
             raise

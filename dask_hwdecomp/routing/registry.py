@@ -6,7 +6,7 @@ imported only when probed, so a machine without CUDA never imports it.
 Probes never create a CUDA context in this process.
 
 A GPU backend opened here is a
-:class:`~dask_hwdecomp.service.client.ServiceBackend`: the module's
+:class:`~dask_hwdecomp.service.client.ServiceClient`: the module's
 ``create`` runs in the node's GPU service, one process per GPU shared by
 every reading process, so a page that kills a CUDA context kills no reader
 (see ``docs/gpu.md``). ``module.create`` in process is for the stand-in
@@ -24,13 +24,13 @@ from ..decompress.backends import BACKEND_MODULES
 from ..decompress.cpu import CpuBackend
 from ..errors import BackendUnavailableError
 from ..options import GPU_BACKEND_OPTIONS, Options
-from ..service.client import ServiceBackend
+from ..service.client import ServiceClient
 
 __all__ = ["probe", "get_backend", "close_all", "BACKEND_MODULES"]
 
 
 _lock = threading.RLock()
-_open: dict[tuple, Any] = {}  # a CpuBackend or a ServiceBackend per _key
+_open: dict[tuple, Any] = {}  # a CpuBackend or a ServiceClient per _key
 _probes: dict[str, str | None] = {}
 
 
@@ -93,7 +93,7 @@ def get_backend(name: str, options: Options):
                 reason = probe(name)
                 if reason is not None:
                     raise BackendUnavailableError(f"backend {name!r} is not available: {reason}")
-                backend = ServiceBackend(name, options)
+                backend = ServiceClient(name, options)
             _open[key] = backend
         return backend
 

@@ -1,7 +1,8 @@
 """Decoding column chunks in the GPU service, seen from a reading process.
 
-:func:`decode_in_service` sends a decode plan over a
-:class:`~dask_hwdecomp.service.client.ServiceBackend`'s connection (the
+:func:`decode_in_service` (:meth:`ServiceClient.decode
+<dask_hwdecomp.service.client.ServiceClient.decode>`) sends a decode plan
+over a client's connection (the
 same connection and shared segments as its decompression), in two
 requests: *measure* (the service uploads the chunks from the batch's
 shared buffer and measures), then, with the outputs placed here, *write*
@@ -37,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, CorruptPageError, HwdecompError
+from ..errors import BackendUnavailableError, HwdecompError
 from ..gpudecode.tables import place_outputs
 from . import wire
-from .client import Overdue, ServiceBackend, ServiceGone
+from .connection import Overdue, ServiceGone
 from .keeping import KeptRuns
 
 __all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service", "ZERO_COPY_SHARE"]
@@ -94,7 +95,7 @@ class DecodeOutput:
 
 
 class _Returns:
-    """Output bytes alive in one backend's shared pool, and the buffers whose arrays are gone.
+    """Output bytes alive in one client's shared pool, and the buffers whose arrays are gone.
 
     An owner's finalizer may run inside any code (the cyclic garbage
     collector), also inside the pool's own locked sections; so it only
@@ -128,11 +129,11 @@ _returns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _returns_lock = threading.Lock()
 
 
-def _returns_of(backend: ServiceBackend) -> _Returns:
+def _returns_of(client) -> _Returns:
     with _returns_lock:
-        r = _returns.get(backend)
+        r = _returns.get(client)
         if r is None:
-            r = _returns[backend] = _Returns(backend._pool)
+            r = _returns[client] = _Returns(client.pool)
         return r
 
 
@@ -145,7 +146,7 @@ class OutputOwner:
         weakref.finalize(self, returns.gone, shared, nbytes)
 
 
-def decode_in_service(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns | None = None) -> DecodeOutput:
+def decode_in_service(client, plan, src: memoryview, kept: KeptRuns | None = None) -> DecodeOutput:
     """Decode ``plan``'s chunks in the service; see :func:`_decode_once`.
 
     A decode whose service was lost (found closed, died, or killed as hung:
@@ -157,16 +158,16 @@ def decode_in_service(backend: ServiceBackend, plan, src: memoryview, kept: Kept
     CorruptPageError, BackendUnavailableError, DecoderLost
     """
     try:
-        return _decode_once(backend, plan, src, kept)
+        return _decode_once(client, plan, src, kept)
     except DecoderLost as exc:
         if not exc.retryable:
             raise
         first = exc.reason
     try:
-        out = _decode_once(backend, plan, src, kept)
+        out = _decode_once(client, plan, src, kept)
     except DecoderLost as exc:
         raise DecoderLost(f"{exc.reason} (sent again after: {first})") from None
-    backend.retried += 1
+    client.retried += 1
     return out
 
 
@@ -178,13 +179,14 @@ def _share(att, segment) -> None:
         raise _Lost(f"the GPU service's connection was closed ({exc})") from None
 
 
-def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns | None) -> DecodeOutput:
+def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> DecodeOutput:
     """Decode ``plan``'s chunks from ``src`` (the batch's shared buffer) in the service.
 
     Parameters
     ----------
-    backend : ServiceBackend
-        An attached GPU backend; its connection carries the decode.
+    client : ServiceClient
+        An attached client; its connection carries the decode, its pool
+        the output.
     plan : DecodePlan
         From :func:`dask_hwdecomp.gpudecode.plan.plan_batch`: ``chunks``,
         ``pages``, ``ranges``, ``data_bytes`` and ``page_location(page)``.
@@ -204,20 +206,21 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns 
     DecoderLost
         The service died, hung or failed on this decode.
     """
-    returns = _returns_of(backend)
+    returns = _returns_of(client)
     returns.drain()
     staged: list = []
     try:
-        src_ref = backend._ref(src, staged, copy_in=True)
-        att = backend._attached()
-        blob = (np.ascontiguousarray(plan.ranges, dtype=np.int64).tobytes() + plan.chunks.tobytes()
-                + plan.pages.tobytes())
+        src_ref = client.shared_ref(src, staged, copy_in=True)
+        att = client.connection()
+        blob = wire.pack_plan(plan.ranges, plan.chunks, plan.pages)
         tokens = [] if kept is None or src_ref.staged is not None else kept.take(
             att, src_ref.segment.id, src_ref.offset, src_ref.nbytes)
-        measure_msg = wire.Measure(0, src_ref.segment.id, src_ref.offset, src_ref.nbytes, int(plan.data_bytes),
-                                   len(plan.ranges), len(plan.chunks), len(plan.pages), tokens)
+        measure_msg = wire.Measure(rid=0, src_seg=src_ref.segment.id, src_offset=src_ref.offset,
+                                   src_nbytes=src_ref.nbytes, data_bytes=int(plan.data_bytes),
+                                   nranges=len(plan.ranges), nchunks=len(plan.chunks), npages=len(plan.pages),
+                                   kept=tokens)
         _share(att, src_ref.segment)
-        reply, rid = _ask(backend, att, lambda rid: (_with_rid(measure_msg, rid), blob),
+        reply, rid = _ask(client, att, lambda rid: (_with_rid(measure_msg, rid), blob),
                           int(plan.data_bytes) + src_ref.nbytes)
         _raise_for(reply, plan, "measure")
         if not isinstance(reply, wire.Measured):
@@ -228,13 +231,14 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns 
         chunks["null_count"] = reply.null_counts
         chunks["data_bytes"] = reply.data_bytes
         nbytes = place_outputs(chunks)
-        out = backend.host_buffer(max(nbytes, 1))
+        out = client.host_buffer(max(nbytes, 1))
         try:
-            placed = np.stack([chunks["out_valid"], chunks["out_values"], chunks["out_data"]], axis=1)
-            dst_ref = backend._ref(out.view, [], copy_in=False)  # lent by this pool: never staged
+            placed = wire.placements(chunks).tobytes()
+            dst_ref = client.shared_ref(out.view, [], copy_in=False)  # lent by this pool: never staged
             _share(att, dst_ref.segment)
-            write = wire.Write(0, rid, dst_ref.segment.id, dst_ref.offset, nbytes)
-            reply, _ = _ask(backend, att, lambda r: (_with_rid(write, r), placed.astype(np.int64).tobytes()), nbytes)
+            write = wire.Write(rid=0, measure=rid, dst_seg=dst_ref.segment.id, dst_offset=dst_ref.offset,
+                               dst_nbytes=nbytes)
+            reply, _ = _ask(client, att, lambda r: (_with_rid(write, r), placed), nbytes)
             _raise_for(reply, plan, "write")
             if not isinstance(reply, wire.Done):
                 raise DecoderLost(f"the GPU service answered a write with {type(reply).__name__}")
@@ -242,7 +246,7 @@ def _decode_once(backend: ServiceBackend, plan, src: memoryview, kept: KeptRuns 
             out.close()
             raise
         with returns.lock:
-            pressed = returns.live_bytes + nbytes > backend._pool.cap_bytes // ZERO_COPY_SHARE
+            pressed = returns.live_bytes + nbytes > client.pool.cap_bytes // ZERO_COPY_SHARE
             if not pressed:
                 returns.live_bytes += nbytes
         if pressed:
@@ -261,7 +265,7 @@ def _with_rid(msg, rid: int):
     return dataclasses.replace(msg, rid=rid)
 
 
-def _ask(backend: ServiceBackend, att, make, nbytes: int):
+def _ask(client, att, make, nbytes: int):
     """Send one request of ``nbytes`` in and out; (reply, rid).
 
     A request past its deadline kills the service; that and a death are a
@@ -275,9 +279,9 @@ def _ask(backend: ServiceBackend, att, make, nbytes: int):
 
     try:
         flight = att.request(made)
-        return flight.wait(nbytes, backend.options.gpu_timeout_s), box["rid"]
+        return flight.wait(nbytes, client.options.gpu_timeout_s), box["rid"]
     except Overdue as late:
-        backend.timeouts += 1
+        client.timeouts += 1
         att.kill(late.reason)
         raise _Lost(f"the GPU service {late.reason} on a decode; it was killed") from None
     except ServiceGone as gone:
@@ -293,7 +297,7 @@ def _raise_for(reply, plan, step: str) -> None:
     if isinstance(reply, wire.Corrupt):
         if not 0 <= reply.index < len(plan.pages):
             raise HwdecompError(f"the GPU service named page {reply.index} of a decode of {len(plan.pages)}")
-        raise CorruptPageError(reply.message, plan.page_location(reply.index))
+        raise wire.corrupt_error(reply, plan.page_location(reply.index))
     if isinstance(reply, wire.Refused):
         raise HwdecompError(f"the GPU service refused a decode {step}: {reply.reason}")
     if isinstance(reply, wire.Failed):

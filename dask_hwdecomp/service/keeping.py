@@ -1,6 +1,6 @@
 """A batch's runs whose outputs the GPU service keeps on the device, seen from the reading process.
 
-Inside :meth:`ServiceBackend.keeping() <dask_hwdecomp.service.client.ServiceBackend.keeping>`,
+Inside :meth:`ServiceClient.keeping() <dask_hwdecomp.service.client.ServiceClient.keeping>`,
 each run the batch sends asks the service to keep its outputs on the
 device, and the token its ``Done`` carries is recorded here with the
 connection and the shared range it names. The batch's decode takes the

@@ -51,7 +51,7 @@ import numpy as np
 from .. import timeline
 from ..errors import BackendUnavailableError, CorruptPageError
 from ..gpudecode.checks import PlanError, check_plan
-from ..gpudecode.tables import CHUNK, PAGE, PageError
+from ..gpudecode.tables import PageError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from . import wire
 from .deadline import GPU_BYTES_PER_S
@@ -67,27 +67,6 @@ logger = logging.getLogger(__name__)
 # Measured decodes a client may leave waiting for their writes: each holds
 # device memory until written or discarded.
 MAX_PENDING_DECODES = 64
-
-
-def unpack_plan(msg: wire.Measure, blob: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The upload ranges, CHUNK and PAGE records of a :class:`~dask_hwdecomp.service.wire.Measure`.
-
-    Raises
-    ------
-    wire.WireError
-        Counts and the binary part disagree.
-    """
-    if min(msg.nranges, msg.nchunks, msg.npages) < 0:
-        raise wire.WireError("negative counts")
-    want = 24 * msg.nranges + CHUNK.itemsize * msg.nchunks + PAGE.itemsize * msg.npages
-    if len(blob) != want:
-        raise wire.WireError(f"a plan of {msg.nranges} ranges, {msg.nchunks} chunks and {msg.npages} pages "
-                             f"carried {len(blob)} bytes, not {want}")
-    ranges = np.frombuffer(blob, dtype=np.int64, count=3 * msg.nranges).reshape(-1, 3)
-    at = ranges.nbytes
-    chunks = np.frombuffer(blob, dtype=CHUNK, count=msg.nchunks, offset=at).copy()
-    pages = np.frombuffer(blob, dtype=PAGE, count=msg.npages, offset=at + chunks.nbytes).copy()
-    return ranges, chunks, pages
 
 
 def _tokens(values: list) -> list[int]:
@@ -723,7 +702,7 @@ class _Connection:
         try:
             decoder = self.service.decoder()
             src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)
-            ranges, chunks, pages = unpack_plan(msg, blob)
+            ranges, chunks, pages = wire.unpack_plan(msg, blob)
             check_plan(ranges, chunks, pages, msg.data_bytes, msg.src_nbytes)
             with self.lock:
                 if len(self.decodes) >= MAX_PENDING_DECODES:
@@ -751,11 +730,8 @@ class _Connection:
         try:
             dst = self._view(msg.dst_seg, msg.dst_offset, msg.dst_nbytes)
             chunks = pending.chunks
-            if len(blob) != 24 * len(chunks):
-                raise wire.WireError(f"a placement of {len(blob)} bytes for {len(chunks)} chunks")
-            placed = np.frombuffer(blob, dtype=np.int64).reshape(-1, 3)
-            own = np.stack([chunks["out_valid"], chunks["out_values"], chunks["out_data"]], axis=1)
-            if msg.dst_nbytes != pending.nbytes or not np.array_equal(placed, own):
+            placed = wire.unpack_placements(blob, len(chunks))
+            if msg.dst_nbytes != pending.nbytes or not np.array_equal(placed, wire.placements(chunks)):
                 raise wire.WireError("a placement other than place_outputs' of the measured chunks "
                                      f"({msg.dst_nbytes} bytes; the decode wrote {pending.nbytes})")
             with self._taken_up(msg.rid, "decode", msg.dst_nbytes), \

@@ -29,13 +29,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import HwdecompError
+from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError, HwdecompError, PageLocation
+from ..gpu.errors import CudaError, NvcompError
+from ..gpudecode.tables import CHUNK, PAGE
 from ..jobs import ALGOS, JOB_FIELDS, Job, JobTable, as_table
 
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
     "Attach", "Share", "Forget", "Run", "Measure", "Write", "Discard", "Drop", "StatsRequest", "Stop",
     "Hello", "Unavailable", "Started", "Done", "Measured", "Corrupt", "Failed", "Stats", "Refused",
+    "pack_plan", "unpack_plan", "placements", "unpack_placements", "corrupt_error", "failure_error",
 ]
 
 _HEADER = struct.Struct("<IQI")  # JSON bytes, binary bytes, file descriptors
@@ -454,3 +457,74 @@ def unpack_jobs(run: Run, blob: bytes) -> tuple[JobTable, np.ndarray]:
     if len(ranges) and ((ranges[:, 0] < 0) | (ranges[:, 1] < ranges[:, 0]) | (ranges[:, 1] > dst_n)).any():
         raise WireError("a protected range lies outside the destination buffer")
     return jobs, ranges
+
+
+# -- decode plans and their placement ------------------------------------------
+
+def pack_plan(ranges: np.ndarray, chunks: np.ndarray, pages: np.ndarray) -> bytes:
+    """The binary part of a :class:`Measure`: upload ranges, then CHUNK and PAGE records."""
+    return np.ascontiguousarray(ranges, dtype=np.int64).tobytes() + chunks.tobytes() + pages.tobytes()
+
+
+def unpack_plan(msg: Measure, blob: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The upload ranges (n, 3), CHUNK and PAGE records of a :class:`Measure` (copies).
+
+    Raises
+    ------
+    WireError
+        Counts and the binary part disagree.
+    """
+    if min(msg.nranges, msg.nchunks, msg.npages) < 0:
+        raise WireError("negative counts")
+    want = 24 * msg.nranges + CHUNK.itemsize * msg.nchunks + PAGE.itemsize * msg.npages
+    if len(blob) != want:
+        raise WireError(f"a plan of {msg.nranges} ranges, {msg.nchunks} chunks and {msg.npages} pages "
+                        f"carried {len(blob)} bytes, not {want}")
+    ranges = np.frombuffer(blob, dtype=np.int64, count=3 * msg.nranges).reshape(-1, 3)
+    at = ranges.nbytes
+    chunks = np.frombuffer(blob, dtype=CHUNK, count=msg.nchunks, offset=at).copy()
+    pages = np.frombuffer(blob, dtype=PAGE, count=msg.npages, offset=at + chunks.nbytes).copy()
+    return ranges, chunks, pages
+
+
+def placements(chunks: np.ndarray) -> np.ndarray:
+    """Where each chunk's outputs go, as a :class:`Write` carries them: int64 rows of valid, values, data."""
+    return np.stack([chunks["out_valid"], chunks["out_values"], chunks["out_data"]], axis=1).astype(np.int64)
+
+
+def unpack_placements(blob: bytes, nchunks: int) -> np.ndarray:
+    """The placements a :class:`Write` carries for ``nchunks`` measured chunks.
+
+    Raises
+    ------
+    WireError
+        The binary part is not one row per chunk.
+    """
+    if len(blob) != 24 * nchunks:
+        raise WireError(f"a placement of {len(blob)} bytes for {nchunks} chunks")
+    return np.frombuffer(blob, dtype=np.int64).reshape(-1, 3)
+
+
+# -- replies as exceptions -----------------------------------------------------
+
+_ERRORS: dict[str, type[HwdecompError]] = {
+    c.__name__: c for c in (CorruptPageError, ChecksumError, CudaError, NvcompError, BackendUnavailableError,
+                            HwdecompError)}
+
+
+def corrupt_error(reply: Corrupt, location: PageLocation | None) -> CorruptPageError:
+    """The exception a :class:`Corrupt` reply stands for, naming the page at ``location``."""
+    exc_type = _ERRORS.get(reply.error_type, CorruptPageError)
+    if not issubclass(exc_type, CorruptPageError):
+        exc_type = CorruptPageError
+    return exc_type(reply.message, location)
+
+
+def failure_error(reply: Failed) -> HwdecompError:
+    """The exception a :class:`Failed` reply stands for: its type, code and name as the service raised it."""
+    exc_type = _ERRORS.get(reply.error_type)
+    if exc_type is CudaError:
+        return CudaError(reply.message, code=reply.code, name=reply.name)
+    if exc_type is not None:
+        return exc_type(reply.message)
+    return HwdecompError(f"{reply.error_type}: {reply.message}")

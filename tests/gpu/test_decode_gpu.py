@@ -243,7 +243,7 @@ def test_dask_frames_decode_gpu(nvcomp_available, tmp_path, matrix_source):
 
 
 def _decoder_stats() -> dict:
-    from dask_hwdecomp.service.client import node_stats
+    from dask_hwdecomp.service.launch import node_stats
     from dask_hwdecomp.service.rundir import service_dir
 
     found = [s for s in node_stats(service_dir()) if "kept_runs" in s]

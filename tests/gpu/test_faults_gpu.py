@@ -27,7 +27,7 @@ from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.jobs import Algo
 from dask_hwdecomp.options import Options
 from dask_hwdecomp.routing import registry
-from dask_hwdecomp.service.client import node_stats
+from dask_hwdecomp.service.launch import node_stats
 from dask_hwdecomp.service.rundir import service_dir
 
 from corruption import corrupt_file
@@ -125,7 +125,7 @@ def _segments_outside_pools() -> int:
             continue
         if target.startswith("/memfd:hwdecomp-"):
             names.add(target.split()[0])  # the segment's own descriptor and its mapping's
-    held = sum(b.stats()["pinned_idle_blocks"] + len(b._pool._lent) for b in _service_backends())
+    held = sum(b.stats()["pinned_idle_blocks"] + len(b.pool._lent) for b in _service_backends())
     return len(names) - held
 
 
