@@ -29,7 +29,8 @@ from dask_hwdecomp.routing.router import Router
 from dask_hwdecomp.service import rundir, wire
 from dask_hwdecomp.service.client import ServiceClient
 from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for
-from dask_hwdecomp.service.server import Service, bind
+from dask_hwdecomp.service.server import Service
+from dask_hwdecomp.service.sockets import bind
 
 from helpers import assert_tables_equal
 from pagegen import assert_outputs, make_batch, run_batch
@@ -92,7 +93,7 @@ def test_another_user_cannot_attach_and_is_logged(served, caplog):
     # The kernel's peer credentials name this test's uid; the service is told
     # only uid + 1 may attach, as a service of another user would be.
     service, opts = served(allowed_uid=os.getuid() + 1)
-    with caplog.at_level("WARNING", logger="dask_hwdecomp.service.server"):
+    with caplog.at_level("WARNING", logger="dask_hwdecomp.service"):
         with pytest.raises(ServiceUnreachable, match=f"uid {os.getuid()} may not attach"):
             ServiceClient("test", opts, factories={"test": "service_backends:cpu"}, gpu="none",
                            startup_timeout_s=10)
@@ -117,7 +118,7 @@ def _frame(body: bytes, blob: bytes = b"", nfds: int = 0) -> bytes:
 def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, caplog):
     service, opts = served()
     sock = _raw(service, opts)
-    with caplog.at_level("WARNING", logger="dask_hwdecomp.service.server"):
+    with caplog.at_level("WARNING", logger="dask_hwdecomp.service"):
         cases = [
             (_frame(b"not json"), "is not JSON"),
             (_frame(b'{"kind": "Exec", "code": "import os"}'), "unknown message kind 'Exec'"),

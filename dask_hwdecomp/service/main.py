@@ -12,7 +12,8 @@ import logging
 from pathlib import Path
 
 from .rundir import ServiceAddress
-from .server import Service, bind
+from .server import Service
+from .sockets import bind
 
 __all__ = ["main", "run"]
 
