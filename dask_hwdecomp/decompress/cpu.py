@@ -12,13 +12,14 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import cramjam
 import numpy as np
 
 from ..errors import ChecksumError, CorruptPageError
 from ..format.pages import check_page_crc
-from ..jobs import Algo, Job
+from ..jobs import Algo, Job, JobTable
 from .protocol import gzip_crc_error, size_mismatch
 
 __all__ = ["CpuBackend", "decompress_one"]
@@ -121,19 +122,29 @@ class CpuBackend:
     name = "cpu"
     algorithms = frozenset(Algo)
     max_job_bytes = None
+    overwrites_gaps = False  # each job writes its own output alone
+    keeps_outputs = False
+    deadline_bytes_per_s = None
 
     def __init__(self, threads: int):
         self.threads = threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="hwdecomp-cpu")
 
-    def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview) -> None:
-        """Run ``jobs``; raises the first job's error (in ``jobs`` order)."""
-        if not jobs:
-            return
+    def decompress(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview,
+                   protect: Sequence[tuple[int, int]] = (), keep: Any = None) -> int:
+        """Run ``jobs``; raises the first job's error (in ``jobs`` order); returns 0 (nothing redone).
+
+        ``protect`` needs no care here (each job writes its own output
+        alone); ``keep`` must be None (nothing stays on a device).
+        """
+        if keep is not None:
+            raise ValueError("the CPU backend keeps no outputs on a device")
+        if not len(jobs):
+            return 0
         if self.threads == 1 or len(jobs) == 1:
             for job in jobs:
                 decompress_one(job, src, dst)
-            return
+            return 0
         tasks: list[list[Job]] = [[]]
         size = 0
         for job in jobs:
@@ -152,9 +163,19 @@ class CpuBackend:
         for err in errors:
             if err is not None:
                 raise err
+        return 0
 
     def host_buffer(self, nbytes: int) -> _NumpyBuffer:
+        """A buffer of ordinary memory (the CPU copies nothing to a device)."""
         return _NumpyBuffer(nbytes)
+
+    def register_host(self, ptr: int, nbytes: int) -> None:
+        """None: the CPU's copies need no page-locked memory."""
+        return None
+
+    def stats(self) -> dict:
+        """No counters: the pool keeps no buffers."""
+        return {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -102,6 +102,9 @@ class GpuBackend:
     overwrites_gaps = True
     # ``decompress`` can also keep the outputs on the device (``keep``).
     keeps_outputs = True
+    # Hosted in the GPU service, its requests get the service's deadline rule
+    # (a stand-in of the tests may declare another rate).
+    deadline_bytes_per_s: int | None = None
 
     def __init__(self, name: str, ops, launcher, options: Options, owned: Sequence = (),
                  redo_on_cpu: bool = False):
@@ -178,7 +181,7 @@ class GpuBackend:
         for k in suspects.rows.tolist():  # the reference names the first bad job, in the caller's order
             _check_on_host(table.job(k), self, src, src_len, dst_len, limit)
         zstd_sums: list[tuple[Job, list]] = []
-        if not getattr(self._launcher, "verifies_zstd_checksum", False):
+        if not self._launcher.verifies_zstd_checksum:
             for k in suspects.zstd_summed.tolist():
                 job = table.job(k)
                 frames: list = []
@@ -230,18 +233,18 @@ class GpuBackend:
         return self._open().pool.get(nbytes)
 
     def register_host(self, ptr: int, nbytes: int):
-        """Page-lock host memory this backend did not allocate; None if its ops cannot.
+        """Page-lock host memory this backend did not allocate.
 
         Returns
         -------
-        object with ``close()`` (unregisters), or None
+        HostAllocation
+            ``close()`` unregisters it.
 
         Raises
         ------
         CudaError
         """
-        register = getattr(self._ops, "register_host", None)
-        return None if register is None else register(ptr, nbytes)
+        return self._ops.register_host(ptr, nbytes)
 
     def stats(self) -> dict:
         """Pool and batcher counters (allocations stay flat in steady state)."""

@@ -1,7 +1,7 @@
 """The protocol every decompression backend implements.
 
-A backend takes a batch: a list of :class:`~dask_hwdecomp.jobs.Job`
-and two host buffers, ``src`` (compressed bytes) and ``dst`` (where each
+A backend takes a batch: :class:`~dask_hwdecomp.jobs.Job` records (a list,
+or a :class:`~dask_hwdecomp.jobs.JobTable`) and two host buffers, ``src`` (compressed bytes) and ``dst`` (where each
 job's output lands at ``job.dst_offset``). It decompresses all of them in as
 few calls as it can, checks every output size against ``job.dst_size``, and
 raises :class:`~dask_hwdecomp.errors.CorruptPageError` naming the job's
@@ -11,12 +11,12 @@ location and both sizes when one does not match.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ChecksumError, CorruptPageError
-from ..jobs import Algo, Job
+from ..jobs import Algo, Job, JobTable
 
-__all__ = ["Backend", "HostBuffer", "size_mismatch", "gzip_crc_error"]
+__all__ = ["Backend", "HostBuffer", "HostRegistration", "size_mismatch", "gzip_crc_error"]
 
 
 @runtime_checkable
@@ -29,8 +29,19 @@ class HostBuffer(Protocol):
 
 
 @runtime_checkable
+class HostRegistration(Protocol):
+    """Host memory page-locked for a backend's copies; ``close()`` unregisters it."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
 class Backend(Protocol):
-    """A decompression backend.
+    """A decompression backend: the router's, and what the GPU service hosts.
+
+    Every backend declares each attribute (``tests/test_backend_protocol.py``
+    checks the backends and their signatures against this class); callers
+    read them, never probe for them.
 
     Attributes
     ----------
@@ -40,18 +51,45 @@ class Backend(Protocol):
         The bitstreams it decodes.
     max_job_bytes : int or None
         Largest output of one job it accepts (None: no limit).
+    overwrites_gaps : bool
+        Outputs come back in runs that include the bytes between them:
+        the caller passes ``protect`` (other backends' outputs in ``dst``).
+    keeps_outputs : bool
+        ``decompress`` takes ``keep``, and keeps the outputs on the device
+        for the GPU decoder.
+    deadline_bytes_per_s : int or None
+        Hosted in the GPU service: the rate its requests' deadlines grant
+        (None: the service's rule).
     """
 
     name: str
     algorithms: frozenset[Algo]
     max_job_bytes: int | None
+    overwrites_gaps: bool
+    keeps_outputs: bool
+    deadline_bytes_per_s: int | None
 
-    def decompress(self, jobs: Sequence[Job], src: memoryview, dst: memoryview) -> None:
-        """Run every job; all outputs are in ``dst`` when it returns."""
+    def decompress(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview,
+                   protect: Sequence[tuple[int, int]] = (), keep: Any = None) -> int:
+        """Run every job; all outputs are in ``dst`` when it returns.
+
+        ``protect`` (sorted ``dst`` ranges) is read when ``overwrites_gaps``;
+        ``keep`` (a :class:`~dask_hwdecomp.gpu.stream_runner.Keeper`) may be
+        given only when ``keeps_outputs``. Returns the pages that failed on
+        the GPU and were redone on the CPU (0 for the CPU backend).
+        """
         ...
 
     def host_buffer(self, nbytes: int) -> HostBuffer:
         """A host buffer of ``nbytes`` suited to this backend's copies."""
+        ...
+
+    def register_host(self, ptr: int, nbytes: int) -> HostRegistration | None:
+        """Page-lock host memory the backend did not allocate; None where its copies need none."""
+        ...
+
+    def stats(self) -> dict:
+        """Counters of its pools and calls (empty where it keeps none)."""
         ...
 
     def close(self) -> None:

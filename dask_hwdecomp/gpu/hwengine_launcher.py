@@ -63,6 +63,9 @@ class HardwareLauncher:
     # dstNumBytes is a hint, not a bound: a failed operation may write past
     # its output. Guard: the engine's maximum length per operation.
     contains_failures = False
+    # The engine's documented contract does not promise the check: the
+    # backend checks Zstd content checksums on the host.
+    verifies_zstd_checksum = False
 
     def __init__(self, driver):
         self.driver = driver

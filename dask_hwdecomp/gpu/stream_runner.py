@@ -76,10 +76,13 @@ class Launcher(Protocol):
     ``contains_failures``: a failed job wrote nothing outside its output
     (else a job with a nonzero status must be one that was not run).
     ``guard_bytes``: arena bytes to keep free after the last output.
+    ``verifies_zstd_checksum``: a Zstd frame whose content checksum does not
+    match fails in the call (else the backend checks it on the host).
     """
 
     contains_failures: bool
     guard_bytes: int
+    verifies_zstd_checksum: bool
 
     def input_align(self, algo) -> int: ...
 

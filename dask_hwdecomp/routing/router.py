@@ -229,7 +229,7 @@ class Router:
             backend, group = backends[key], groups[key]
             t0 = time.perf_counter()
             try:
-                if getattr(backend, "overwrites_gaps", False) and len(groups) > 1:
+                if backend.overwrites_gaps and len(groups) > 1:
                     # A GPU backend copies outputs back in runs that include
                     # the bytes between them: keep other backends' outputs out.
                     rows = np.concatenate([g.rows for k, g in groups.items() if k != key])

@@ -49,6 +49,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -188,6 +189,8 @@ class ServiceClient:
         self.algorithms = caps.algorithms
         self.max_job_bytes = caps.max_job_bytes
         self.overwrites_gaps = caps.overwrites_gaps
+        self.keeps_outputs = False  # see decompress: kept through keeping()
+        self.deadline_bytes_per_s: int | None = None  # a client is hosted nowhere
 
     # -- the attachment's life ---------------------------------------------
 
@@ -226,6 +229,10 @@ class ServiceClient:
 
     # -- the protocol -------------------------------------------------------
 
+    def register_host(self, ptr: int, nbytes: int) -> None:
+        """None: this process's buffers are shared memory, which the service registers."""
+        return None
+
     def host_buffer(self, nbytes: int):
         """A buffer in shared memory the service maps in place (``close()`` gives it back).
 
@@ -252,11 +259,13 @@ class ServiceClient:
             kept.drop_all()
 
     def decompress(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview,
-                   protect: Sequence[tuple[int, int]] = ()) -> int:
+                   protect: Sequence[tuple[int, int]] = (), keep: Any = None) -> int:
         """Decompress ``jobs`` in the service; outputs are in ``dst`` on return.
 
         ``src`` and ``dst`` not from :meth:`host_buffer` are copied through
         shared buffers (slower; counted in ``stats()["foreign_copies"]``).
+        ``keep`` must be None: outputs are kept on the device for a decode
+        inside :meth:`keeping`, whose tokens this client holds.
         Returns the pages the service's backend redid on the CPU (see
         :meth:`GpuBackend.decompress <dask_hwdecomp.decompress.gpu_backend.GpuBackend.decompress>`).
 
@@ -272,6 +281,8 @@ class ServiceClient:
         ServiceUnreachable
             No service can be reached or started (nothing was decompressed).
         """
+        if keep is not None:
+            raise ValueError("a service client keeps outputs on the device inside keeping(), not by keep=")
         jobs = as_table(jobs)
         if not len(jobs):
             return 0

@@ -222,9 +222,8 @@ class Service:
 
     def deadline_rate(self, backend: Any) -> int:
         """Bytes a second the deadline rule grants the requests of ``backend``'s clients (0: none known)."""
-        declared = getattr(backend, "deadline_bytes_per_s", None)
-        if declared is not None:
-            return int(declared)
+        if backend.deadline_bytes_per_s is not None:
+            return int(backend.deadline_bytes_per_s)
         return GPU_BYTES_PER_S if self.address.gpu != "none" else 0
 
     def take_up(self, queue: str, nbytes: int) -> int:
@@ -385,8 +384,7 @@ class Service:
             out.update(self.kept.stats())
         calls = pages = 0
         for backend in hosted:
-            stats = getattr(backend, "stats", None)
-            values = stats() if stats is not None else {}
+            values = backend.stats()
             calls += int(values.get("calls", 0))
             pages += int(values.get("pages", 0))
         return {**out, "gpu_calls": calls, "gpu_pages": pages}

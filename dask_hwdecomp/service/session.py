@@ -146,10 +146,10 @@ class Session:
             self.service.warm_decoder_once()
         b = self.backend
         self.rate = self.service.deadline_rate(b)
-        register = getattr(b, "register_host", None)
-        self.segments = SegmentMap(register)
-        self.send(wire.Hello(b.name, sorted(a.value for a in b.algorithms), b.max_job_bytes,
-                             bool(getattr(b, "overwrites_gaps", False)), os.getpid()))
+        self.segments = SegmentMap(b.register_host)
+        self.send(wire.Hello(name=b.name, algorithms=sorted(a.value for a in b.algorithms),
+                             max_job_bytes=b.max_job_bytes, overwrites_gaps=bool(b.overwrites_gaps),
+                             service_pid=os.getpid()))
         return True
 
     def _loop(self) -> None:
@@ -258,7 +258,7 @@ class Session:
 
     def _keeper(self, run: wire.Run) -> RunKeeper | None:
         """Where ``run``'s outputs are kept on the device: when asked, by a backend that can, for a decoder."""
-        if not run.keep or not getattr(self.backend, "keeps_outputs", False):
+        if not run.keep or not self.backend.keeps_outputs:
             return None
         try:
             decoder = self.service.decoder()
@@ -274,10 +274,7 @@ class Session:
         try:
             self.service.wait_for_run_steps()
             with self._taken_up(rid, "run", int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())):
-                if getattr(self.backend, "overwrites_gaps", False):
-                    redone = self.backend.decompress(jobs, src, dst, protect=protect, **kw)
-                else:
-                    redone = self.backend.decompress(jobs, src, dst, **kw)
+                redone = self.backend.decompress(jobs, src, dst, protect=protect, **kw)
         except CorruptPageError as exc:
             if keeper is not None:
                 keeper.release_all()
@@ -381,10 +378,8 @@ class Session:
 
     def _stats(self) -> dict:
         out: dict[str, Any] = {}
-        stats = getattr(self.backend, "stats", None)
-        if stats is not None:
-            # The backend's own pinned pool is unused here: buffers are the clients'.
-            out.update({k: v for k, v in stats().items() if not k.startswith("pinned_")})
+        # The backend's own pinned pool is unused here: buffers are the clients'.
+        out.update({k: v for k, v in self.backend.stats().items() if not k.startswith("pinned_")})
         out["mapped_segments"] = len(self.segments)
         out["host_registrations"] = self.segments.registrations
         out["host_registration_failures"] = self.segments.registration_failures

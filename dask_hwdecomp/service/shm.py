@@ -227,8 +227,9 @@ class SegmentMap:
     Parameters
     ----------
     register : callable, optional
-        ``register(address, nbytes)`` returning a handle with ``close()``
-        (page-locks the mapping for the GPU), or None.
+        ``register(address, nbytes)`` page-locks the mapping for the GPU and
+        returns a handle with ``close()``, or None where the backend's
+        copies need no page-locking; or no callable at all.
     """
 
     def __init__(self, register: Callable | None = None):
@@ -272,9 +273,10 @@ class SegmentMap:
             try:
                 handle = self._register(int(np.frombuffer(view, np.uint8).ctypes.data), len(view))
                 ended = time.perf_counter()
-                self.registrations += 1
-                self.register_s += ended - began
-                timeline.record("register", began, ended, nbytes=len(view), seg=seg_id)
+                if handle is not None:  # None: a backend whose copies need no page-locking
+                    self.registrations += 1
+                    self.register_s += ended - began
+                    timeline.record("register", began, ended, nbytes=len(view), seg=seg_id)
             except Exception:  # still correct unpinned, only slower: counted, not fatal
                 self.registration_failures += 1
         with self._lock:
