@@ -32,7 +32,7 @@ from numba import cuda
 
 from dask_hwdecomp.format.structs import DataPageHeaderV2, PageHeader, PageType
 from dask_hwdecomp.format.thrift import decode_struct
-from dask_hwdecomp.gpudecode import kernels_bytes, kernels_delta, runner
+from dask_hwdecomp.gpudecode import kernels_bytes_measure, kernels_bytes_write, kernels_delta, runner
 from dask_hwdecomp.gpudecode.assemble import assemble as assemble_plan
 from dask_hwdecomp.gpudecode.plan import plan_file
 from dask_hwdecomp.gpudecode.tables import (
@@ -209,7 +209,7 @@ def decode(buf: bytes, chunks, pages, extra, string_rows=None):
         dict_len=cuda.device_array(max(1, extra.total_dict), np.int32), has_dba=True, stream=0,
         sa=cuda.device_array(n, np.uint64), sb=cuda.device_array(n, np.uint64),
         page_bytes=cuda.device_array(len(pages), np.int64), page_base=cuda.device_array(len(pages), np.int64))
-    kernels_bytes.measure_bytes(state)
+    kernels_bytes_measure.measure_bytes(state)
     kernels_delta.measure_delta(state)
     chunks = state.chunks_d.copy_to_host()
     pages = state.pages_d.copy_to_host()
@@ -218,7 +218,7 @@ def decode(buf: bytes, chunks, pages, extra, string_rows=None):
     size = place_outputs(chunks)
     state.chunks_d = cuda.to_device(chunks)
     out = cuda.to_device(np.zeros(size, np.uint8))
-    kernels_bytes.write_bytes(state, out)
+    kernels_bytes_write.write_bytes(state, out)
     kernels_delta.write_delta(state, out)
     return chunks, state.pages_d.copy_to_host(), out.copy_to_host()
 

@@ -233,6 +233,23 @@ def _chunk_of(byte_base, b):
     return lo
 
 
+@cuda.jit(device=True, cache=True)
+def _bitmap_byte(chunks, c, j, start, out, valid):
+    """Byte ``j`` of chunk ``c``'s bitmap at ``start`` in ``out``: (destination, first row, rows left).
+
+    The destination is -1 where the byte or its rows fall outside ``out``
+    or ``valid``.
+    """
+    dst = start + j
+    r0 = chunks[c]["row_base"] + 8 * j
+    left = chunks[c]["num_rows"] - 8 * j
+    if dst < 0 or dst >= out.shape[0]:
+        dst = -1
+    elif r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
+        dst = -1
+    return dst, r0, left
+
+
 @cuda.jit(cache=True)
 def validity_kernel(chunks, byte_base, valid, out):
     total = byte_base[byte_base.shape[0] - 1]
@@ -240,13 +257,8 @@ def validity_kernel(chunks, byte_base, valid, out):
         c = _chunk_of(byte_base, b)
         if chunks[c]["max_def"] == 0:
             continue
-        j = b - byte_base[c]
-        dst = chunks[c]["out_valid"] + j
-        if dst < 0 or dst >= out.shape[0]:
-            continue
-        r0 = chunks[c]["row_base"] + 8 * j
-        left = chunks[c]["num_rows"] - 8 * j
-        if r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
+        dst, r0, left = _bitmap_byte(chunks, c, b - byte_base[c], chunks[c]["out_valid"], out, valid)
+        if dst < 0:
             continue
         acc = 0
         for i in range(8):
@@ -262,13 +274,8 @@ def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vs
         c = _chunk_of(byte_base, b)
         if chunks[c]["kind"] != _BOOL:
             continue
-        j = b - byte_base[c]
-        dst = chunks[c]["out_values"] + j
-        if dst < 0 or dst >= out.shape[0]:
-            continue
-        r0 = chunks[c]["row_base"] + 8 * j
-        left = chunks[c]["num_rows"] - 8 * j
-        if r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
+        dst, r0, left = _bitmap_byte(chunks, c, b - byte_base[c], chunks[c]["out_values"], out, valid)
+        if dst < 0:
             continue
         acc = 0
         for i in range(8):

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import config
 
-from . import kernels_bytes, kernels_delta
+from . import kernels_bytes_measure, kernels_bytes_write, kernels_delta
 from .cuda_jit import cuda
 from .kernels_fixed import (
     bool_kernel,
@@ -297,7 +297,7 @@ def _measure(s: DecodeState) -> None:
             dict_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
                 s.data, s.chunks_d, s.pages_d, s.vstart, s.vend, s.vrow, s.idx)
     if s.has_bytes:
-        kernels_bytes.measure_bytes(s)
+        kernels_bytes_measure.measure_bytes(s)
     if s.has_delta:
         kernels_delta.measure_delta(s)
     if s.num_chunks:
@@ -343,7 +343,7 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
             s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out,
             out[: out.shape[0] // 4 * 4].view(np.int32), out[: out.shape[0] // 8 * 8].view(np.int64))
     if s.has_bytes:
-        kernels_bytes.write_bytes(s, out)
+        kernels_bytes_write.write_bytes(s, out)
     if s.has_delta:
         kernels_delta.write_delta(s, out)
     errors = s.pages_d.copy_to_host(stream=st)["error"]

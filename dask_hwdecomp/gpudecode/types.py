@@ -86,6 +86,21 @@ def _same_decimal(logical: dict, t: pa.DataType) -> bool:
             and logical.get("precision") == t.precision and logical.get("scale") == t.scale)
 
 
+def _same_unit(logical: dict, annotation: str, t: pa.DataType, name: str, width: int):
+    """(COPY, ``width``) where the column is annotated ``annotation`` in ``t``'s unit, else why not."""
+    if logical.get("Type") == annotation and _UNITS.get(logical.get("timeUnit", "")) == t.unit:
+        return OutKind.COPY, width
+    return f"{name} stored as {logical.get('timeUnit', logical.get('Type'))}: pyarrow converts units"
+
+
+def _decimal_or_reason(logical: dict, t: pa.DataType, physical: str):
+    """(DECIMAL, 16) for a decimal of the column's precision and scale, else why ``t`` is not read from ``physical``."""
+    if pa.types.is_decimal(t):
+        return (OutKind.DECIMAL, 16) if _same_decimal(logical, t) else (
+            f"{t} from {physical} annotated {logical.get('Type')}")
+    return f"{t} from {physical}"
+
+
 def _fixed_kind(physical: Physical, logical: dict, t: pa.DataType, type_length: int):
     """(kind, width) for a fixed-width physical type, or a reason string."""
     lt = logical.get("Type")
@@ -105,12 +120,8 @@ def _fixed_kind(physical: Physical, logical: dict, t: pa.DataType, type_length: 
         if t == pa.date64():
             return "date64: pyarrow converts the stored days"
         if pa.types.is_time32(t):
-            if lt == "Time" and _UNITS.get(logical.get("timeUnit", "")) == t.unit:
-                return OutKind.COPY, 4
-            return f"{t} stored as {logical.get('timeUnit')}: pyarrow converts units"
-        if pa.types.is_decimal(t):
-            return (OutKind.DECIMAL, 16) if _same_decimal(logical, t) else f"{t} from INT32 annotated {lt}"
-        return f"{t} from INT32"
+            return _same_unit(logical, "Time", t, str(t), 4)
+        return _decimal_or_reason(logical, t, "INT32")
     if physical == Physical.INT64:
         if t == pa.int64():
             return (OutKind.COPY, 8) if lt == "None" or _is_int(logical, 64, True) else (
@@ -118,16 +129,10 @@ def _fixed_kind(physical: Physical, logical: dict, t: pa.DataType, type_length: 
         if t == pa.uint64():
             return (OutKind.COPY, 8) if _is_int(logical, 64, False) else f"uint64 from INT64 annotated {lt}"
         if pa.types.is_timestamp(t):
-            if lt == "Timestamp" and _UNITS.get(logical.get("timeUnit", "")) == t.unit:
-                return OutKind.COPY, 8
-            return f"timestamp[{t.unit}] stored as {logical.get('timeUnit', lt)}: pyarrow converts units"
+            return _same_unit(logical, "Timestamp", t, f"timestamp[{t.unit}]", 8)
         if pa.types.is_time64(t):
-            if lt == "Time" and _UNITS.get(logical.get("timeUnit", "")) == t.unit:
-                return OutKind.COPY, 8
-            return f"{t} stored as {logical.get('timeUnit', lt)}: pyarrow converts units"
-        if pa.types.is_decimal(t):
-            return (OutKind.DECIMAL, 16) if _same_decimal(logical, t) else f"{t} from INT64 annotated {lt}"
-        return f"{t} from INT64"
+            return _same_unit(logical, "Time", t, str(t), 8)
+        return _decimal_or_reason(logical, t, "INT64")
     if physical == Physical.FLOAT:
         return (OutKind.COPY, 4) if t == pa.float32() and lt == "None" else f"{t} from FLOAT"
     if physical == Physical.DOUBLE:

@@ -4,7 +4,7 @@ import numpy as np
 from dask_hwdecomp.bench.data import generate
 from dask_hwdecomp.gpudecode.plan import plan_file
 from dask_hwdecomp.gpudecode.cuda_jit import cuda
-from dask_hwdecomp.gpudecode import runner, kernels_bytes, kernels_delta, kernels_fixed, kernels_levels
+from dask_hwdecomp.gpudecode import runner, kernels_bytes_measure, kernels_bytes_write, kernels_delta, kernels_fixed, kernels_levels
 from dask_hwdecomp.gpudecode.tables import place_outputs
 from numba.cuda.dispatcher import CUDADispatcher
 
