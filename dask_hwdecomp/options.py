@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 from dask.utils import parse_bytes
 
+from .backend_table import BACKEND_TABLE
+
 __all__ = [
     "Options",
     "options",
@@ -48,7 +50,7 @@ __all__ = [
     "UnknownOptionWarning",
 ]
 
-BACKENDS = ("auto", "hardware", "nvcomp", "cpu")
+BACKENDS = ("auto", *(e.name for e in BACKEND_TABLE))
 DECODES = ("auto", "gpu", "cpu")
 _GiB = 1 << 30
 _MiB = 1 << 20

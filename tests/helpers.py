@@ -60,8 +60,8 @@ def sample_frame(n: int, seed: int, *, categorical: bool = False, index: pd.Inde
 
 def gpu_available() -> bool:
     """True when a GPU backend can run here (then ``backend="auto"`` takes the page path)."""
+    from dask_hwdecomp.backend_table import GPU_BACKENDS
     from dask_hwdecomp.routing import registry
-    from dask_hwdecomp.routing.router import GPU_BACKENDS
 
     return any(registry.probe(name) is None for name in GPU_BACKENDS)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import dask_hwdecomp
+from dask_hwdecomp.backend_table import GPU_BACKENDS
 from dask_hwdecomp.cli.demo import make_sample
 from dask_hwdecomp.cli.main import main
 from dask_hwdecomp.routing import registry
-from dask_hwdecomp.routing.router import GPU_BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
 _NO_GPU_BACKEND = all(registry.probe(name) is not None for name in GPU_BACKENDS)

@@ -25,16 +25,15 @@ from __future__ import annotations
 import importlib
 import time
 
+from ..backend_table import GPU_BACKENDS
 from ..decompress.cpu import CpuBackend
 from ..options import Options
 from ..routing import registry
 from .pages import PAGE_BYTES, PageSet
 from .stats import summarize
 
-__all__ = ["GPU_BACKENDS", "open_backends", "time_backend", "measure_backends", "sweep", "checksum_cost",
+__all__ = ["open_backends", "time_backend", "measure_backends", "sweep", "checksum_cost",
            "CHECKS"]
-
-GPU_BACKENDS = ("nvcomp", "hardware")
 
 # One thread is slow: it gets at most this many pages (throughput is per page).
 CPU1_MAX_PAGES = 64

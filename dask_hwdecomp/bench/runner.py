@@ -238,7 +238,8 @@ def _page_sets(cfg: BenchConfig, datasets: dict, page_bytes: int) -> tuple[dict,
 
 
 def _decompress(cfg: BenchConfig, datasets: dict, results: dict) -> None:
-    from .decompression import GPU_BACKENDS, measure_backends, open_backends, sweep
+    from ..backend_table import GPU_BACKENDS
+    from .decompression import measure_backends, open_backends, sweep
     from .pages import PAGE_BYTES, SMALL_PAGE_BYTES
 
     sets, info = _page_sets(cfg, datasets, PAGE_BYTES)

@@ -70,9 +70,9 @@ def resolve_options(backend: str | None, decode: str | None) -> dict:
         backend's probe says why it cannot run here; or ``decode="gpu"``
         where no GPU backend's probe passes.
     """
+    from ..backend_table import GPU_BACKENDS
     from ..options import current_options
     from ..routing import registry
-    from ..routing.router import GPU_BACKENDS
 
     try:
         opts = current_options(backend=backend, decode=decode)

@@ -31,6 +31,7 @@ def _version(dist: str) -> str | None:
 
 def collect(backend: str | None = None) -> dict:
     """Everything ``hwdecomp info`` shows, as a dict."""
+    from ..backend_table import BACKEND_MODULES
     from ..bench.system import system_info
     from ..errors import BackendUnavailableError
     from ..options import current_options
@@ -42,7 +43,7 @@ def collect(backend: str | None = None) -> dict:
     info["versions"]["nvidia-libnvcomp-cu13"] = _version("nvidia-libnvcomp-cu13")
     opts = current_options(**({"backend": backend} if backend else {}))
     info["options"] = opts.to_dict()
-    info["backends"] = {name: registry.probe(name) or "available" for name in registry.BACKEND_MODULES}
+    info["backends"] = {name: registry.probe(name) or "available" for name in BACKEND_MODULES}
     # The engine's per-device capabilities, where the hardware module can tell.
     try:
         hardware = importlib.import_module("dask_hwdecomp.decompress.hardware")

@@ -20,13 +20,13 @@ import importlib
 import threading
 from typing import Any
 
-from ..decompress.backends import BACKEND_MODULES
+from ..backend_table import BACKEND_MODULES
 from ..decompress.cpu import CpuBackend
 from ..errors import BackendUnavailableError
 from ..options import GPU_BACKEND_OPTIONS, Options
 from ..service.client import ServiceClient
 
-__all__ = ["probe", "get_backend", "close_all", "BACKEND_MODULES"]
+__all__ = ["probe", "get_backend", "close_all", "gpu_module"]
 
 
 _lock = threading.RLock()

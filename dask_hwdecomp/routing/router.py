@@ -1,7 +1,7 @@
 """The routing table: which backend decompresses which bitstream.
 
-One explicit table per ``backend`` option lists, for each bitstream, the
-backends to try in order; the first that is available, decodes that
+One table per ``backend`` option lists, for each bitstream, the backends
+to try in order (drawn from :mod:`~dask_hwdecomp.backend_table`); the first that is available, decodes that
 bitstream and accepts the job's size takes the job. ``auto`` never fails for
 lack of a GPU: a GPU backend whose service cannot be reached or started,
 or cannot create the backend, is left out (at the start of a read, or for
@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend_table import GPU_BACKENDS
 from ..decompress.cpu import decompress_one
 from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError, ServiceUnreachable
 from ..format.structs import CODEC_NAMES
@@ -28,29 +29,26 @@ from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry
 
-__all__ = ["ROUTES", "Router", "PYARROW_NO_GPU", "GPU_BACKENDS", "pyarrow_reads", "pyarrow_routes"]
+__all__ = ["ROUTES", "Router", "PYARROW_NO_GPU", "pyarrow_reads", "pyarrow_routes"]
 
 _GPU = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4, Algo.ZSTD)
 _CPU_ONLY = (Algo.GZIP, Algo.BROTLI)
 
+def _routes(gpu_first: tuple[str, ...]) -> dict[Algo, tuple[str, ...]]:
+    """Bitstreams a GPU may take go to ``gpu_first`` in order; the rest to the CPU pool."""
+    return {**{a: gpu_first for a in _GPU}, **{a: ("cpu",) for a in _CPU_ONLY}}
+
+
+# backend option -> bitstream -> the backends to try, in order. "auto" tries
+# every GPU backend of the backend table and then the CPU; a named GPU
+# backend falls only to those after it (the engine to nvCOMP, for the
+# bitstreams or sizes the engine does not take), never to the CPU.
 ROUTES: dict[str, dict[Algo, tuple[str, ...]]] = {
-    "auto": {
-        **{a: ("hardware", "nvcomp", "cpu") for a in _GPU},
-        **{a: ("cpu",) for a in _CPU_ONLY},
-    },
-    "hardware": {
-        **{a: ("hardware", "nvcomp") for a in _GPU},
-        **{a: ("cpu",) for a in _CPU_ONLY},
-    },
-    "nvcomp": {
-        **{a: ("nvcomp",) for a in _GPU},
-        **{a: ("cpu",) for a in _CPU_ONLY},
-    },
+    "auto": _routes((*GPU_BACKENDS, "cpu")),
+    **{name: _routes(GPU_BACKENDS[i:]) for i, name in enumerate(GPU_BACKENDS)},
     "cpu": {a: ("cpu",) for a in Algo},
 }
 
-
-GPU_BACKENDS = ("hardware", "nvcomp")
 
 # Limits the page path enforces and pyarrow's read does not. At their
 # defaults they are the page path's own guard on what it allocates; set to

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from ..decompress.backends import BACKEND_MODULES
+from ..backend_table import BACKEND_MODULES
 from ..decompress.cpu import decompress_one
 from ..errors import (
     CorruptPageError,
