@@ -191,8 +191,9 @@ class JobTable:
             k += len(self.rows)
         a, so, ss, do, ds, crc, pre, po, ps, pcrc = (int(v) for v in self.rows[k].tolist())
         codec = 0 if self.codecs is None else int(self.codecs[k])
-        return Job(ALGOS[a], so, ss, do, ds, codec, self.location(k), None if crc < 0 else crc, pre,
-                   None if pcrc < 0 else PageCrc(po, ps, pcrc))
+        return Job(algo=ALGOS[a], src_offset=so, src_size=ss, dst_offset=do, dst_size=ds, codec=codec,
+                   location=self.location(k), crc32=None if crc < 0 else crc, preamble=pre,
+                   page_crc=None if pcrc < 0 else PageCrc(offset=po, size=ps, value=pcrc))
 
     def jobs(self) -> list[Job]:
         """Every row as a :class:`Job`."""

@@ -19,10 +19,11 @@ import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import report_processes, timeline
 
-__all__ = ["ReadReport", "CodecStats", "DecodeStats", "collect_reports", "STAGES", "PYARROW_NO_GPU",
+__all__ = ["ReadReport", "CodecStats", "DecodeStats", "Fallback", "collect_reports", "STAGES", "PYARROW_NO_GPU",
            "UNKNOWN_CODEC", "DECODED_ON", "NOT_GATHERED", "NotGatheredWarning"]
 
 STAGES = ("io", "kernel_load", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
@@ -48,6 +49,13 @@ NOT_GATHERED = (
 
 class NotGatheredWarning(UserWarning):
     """A :func:`collect_reports` block closed empty while a ``distributed`` client was in use."""
+
+
+class Fallback(NamedTuple):
+    """A file read through pyarrow's own reader, and why."""
+
+    path: str
+    reason: str
 
 
 @dataclass
@@ -106,7 +114,7 @@ class ReadReport:
         GPU did not decode, and putting the table together), ``pyarrow`` (a whole read by pyarrow's own
         reader, its I/O, decompression and decoding in one: backend
         ``pyarrow (no GPU)``).
-    fallbacks : list of (str, str)
+    fallbacks : list of Fallback
         Files read through pyarrow's own reader, with the reason.
     retries : list of str
         Pages a GPU backend failed on that were redone on the CPU
@@ -144,7 +152,7 @@ class ReadReport:
     files: int = 0
     by_backend: dict = field(default_factory=lambda: defaultdict(CodecStats))
     stages: dict = field(default_factory=lambda: {s: 0.0 for s in STAGES})
-    fallbacks: list = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
     retries: list = field(default_factory=list)
     redone: dict = field(default_factory=lambda: defaultdict(int))
     batches: int = 0

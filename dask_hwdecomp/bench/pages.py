@@ -138,8 +138,9 @@ def compress_pages(codec: str, pages: list[bytes], threads: int | None = None) -
         # A GZIP page's deflate job carries its trailer's CRC-32, as in a real read.
         crc = zlib.crc32(page) if parquet_codec == Codec.GZIP else None
         jobs.append(
-            Job(algo, src_off, len(blob), dst_off, len(page), int(parquet_codec), PageLocation(file="bench", page=i),
-                crc, preamble=preamble_of(algo, blob))
+            Job(algo=algo, src_offset=src_off, src_size=len(blob), dst_offset=dst_off, dst_size=len(page),
+                codec=int(parquet_codec), location=PageLocation(file="bench", page=i), crc32=crc,
+                preamble=preamble_of(algo, blob))
         )
         src_off += len(blob)
         dst_off += len(page)

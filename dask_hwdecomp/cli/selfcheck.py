@@ -76,7 +76,8 @@ def _pages(algo, sizes, seed: int):
         body = compress_page(algo, data)
         src += bytes(int(rng.integers(1, 40)))
         dpos += int(rng.integers(1, 40))
-        jobs.append(Job(algo, len(src), len(body), dpos, size, 0, PageLocation("selfcheck", 0, algo.value, k),
+        jobs.append(Job(algo=algo, src_offset=len(src), src_size=len(body), dst_offset=dpos, dst_size=size, codec=0,
+                        location=PageLocation(file="selfcheck", row_group=0, column=algo.value, page=k),
                         preamble=preamble_of(algo, body)))
         expected.append(data)
         src += body

@@ -210,15 +210,15 @@ def build_layout(
                     for span in spans:
                         layout.jobs.append(
                             Job(
-                                span.algo,
-                                value_src + span.src_offset,
-                                span.src_size,
-                                value_dst + span.dst_offset,
-                                span.dst_size,
-                                codec,
-                                where,
-                                span.crc32,
-                                span.preamble,
+                                algo=span.algo,
+                                src_offset=value_src + span.src_offset,
+                                src_size=span.src_size,
+                                dst_offset=value_dst + span.dst_offset,
+                                dst_size=span.dst_size,
+                                codec=codec,
+                                location=where,
+                                crc32=span.crc32,
+                                preamble=span.preamble,
                             )
                         )
                 if page.crc is not None:

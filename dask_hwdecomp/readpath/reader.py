@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options, as_option_dict, current_options
-from ..report import ReadReport, publish
+from ..report import Fallback, ReadReport, publish
 from ..routing.router import Router, pyarrow_reads
 from .assemble import ImageTable, fragment_to_table, read_row_groups
 from .batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND, iter_batches
@@ -47,7 +47,7 @@ def fallback(plan: PiecePlan, options: Options, report: ReadReport) -> None:
         HwdecompFallbackWarning,
         stacklevel=3,
     )
-    report.fallbacks.append((plan.piece.path, plan.unsupported))
+    report.fallbacks.append(Fallback(path=plan.piece.path, reason=str(plan.unsupported)))
 
 
 def read_table(

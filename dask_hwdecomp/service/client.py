@@ -110,9 +110,10 @@ class _Request:
     kept: KeptRuns | None = None  # where the tokens of outputs kept on the device go
 
     def message(self, rid: int) -> tuple[wire.Run, bytes]:
-        return wire.Run(rid, self.src.segment.id, self.src.offset, self.src.nbytes, self.dst.segment.id,
-                        self.dst.offset, self.dst.nbytes, self.njobs, self.nprotect,
-                        self.kept is not None), self.blob
+        return wire.Run(rid=rid, src_seg=self.src.segment.id, src_offset=self.src.offset,
+                        src_nbytes=self.src.nbytes, dst_seg=self.dst.segment.id, dst_offset=self.dst.offset,
+                        dst_nbytes=self.dst.nbytes, njobs=self.njobs, nprotect=self.nprotect,
+                        keep=self.kept is not None), self.blob
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ class Connection:
         self.sock.settimeout(timeout_s)
         try:
             try:
-                wire.send(self.sock, wire.Attach(backend, options.to_dict(), os.getpid()))
+                wire.send(self.sock, wire.Attach(backend=backend, options=options.to_dict(), pid=os.getpid()))
             except OSError:
                 pass  # it may have refused us before reading: its answer is still there
             msg, _, fds = wire.receive(self.sock)
@@ -195,7 +195,7 @@ class Connection:
         """Pass ``segment``'s descriptor to the service once on this connection."""
         with self._send_lock:  # checked and sent together: shared exactly once
             if segment.id not in self.shared:
-                wire.send(self.sock, wire.Share(segment.id, segment.nbytes), fds=[segment.fd])
+                wire.send(self.sock, wire.Share(seg_id=segment.id, nbytes=segment.nbytes), fds=[segment.fd])
                 self.shared.add(segment.id)
 
     def request(self, make) -> InFlight:

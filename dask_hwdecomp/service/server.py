@@ -81,10 +81,13 @@ def load_run_steps() -> None:
     from ..jobs import ALGOS, Algo, Job
 
     here = PageLocation()
-    jobs = [Job(Algo.SNAPPY, 0, 8, 0, 8, 0, here, preamble=1), Job(Algo.ZSTD, 8, 8, 8, 8, 0, here)]
+    jobs = [Job(algo=Algo.SNAPPY, src_offset=0, src_size=8, dst_offset=0, dst_size=8, codec=0, location=here,
+                preamble=1),
+            Job(algo=Algo.ZSTD, src_offset=8, src_size=8, dst_offset=8, dst_size=8, codec=0, location=here)]
     src, dst = memoryview(bytearray(16)), memoryview(bytearray(16))
     for protect in ([], [(0, 1)]):
-        run = wire.Run(0, 0, 0, len(src), 0, 0, len(dst), len(jobs), len(protect), False)
+        run = wire.Run(rid=0, src_seg=0, src_offset=0, src_nbytes=len(src), dst_seg=0, dst_offset=0,
+                       dst_nbytes=len(dst), njobs=len(jobs), nprotect=len(protect), keep=False)
         table, ranges = wire.unpack_jobs(run, wire.pack_jobs(jobs) + wire.pack_protect(protect))
         find_suspects(table, src, len(src), len(dst), 1 << 20, frozenset(Algo))
         place([Part(table, src, dst, ranges)], lambda algo: 1, ALGOS.index)
@@ -247,7 +250,7 @@ class Service:
             logger.warning("refused a connection from pid %d of uid %d: only uid %d may attach",
                            peer.pid, peer.uid, self.allowed_uid)
             try:
-                wire.send(sock, wire.Refused(-1, f"uid {peer.uid} may not attach to this service"))
+                wire.send(sock, wire.Refused(rid=-1, reason=f"uid {peer.uid} may not attach to this service"))
             except OSError:
                 pass
             sock.close()

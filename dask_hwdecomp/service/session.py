@@ -94,7 +94,7 @@ class Session:
     def _refuse(self, rid: int, reason: str) -> None:
         self.service.counters.refused += 1
         logger.warning("refused a message from pid %d: %s", self.peer.pid, reason)
-        self.send(wire.Refused(rid, reason))
+        self.send(wire.Refused(rid=rid, reason=reason))
 
     def _serve(self) -> None:
         try:
@@ -125,7 +125,7 @@ class Session:
         for fd in fds:
             os.close(fd)
         if isinstance(msg, wire.StatsRequest):  # hwdecomp service status
-            self.send(wire.Stats(msg.rid, self.service.stats()))
+            self.send(wire.Stats(rid=msg.rid, values=self.service.stats()))
             return False
         if isinstance(msg, wire.Stop):  # hwdecomp service stop
             self.service.stop(f"asked by pid {self.peer.pid}: {msg.reason}")
@@ -140,7 +140,7 @@ class Session:
             return False
         except BaseException as exc:  # the factory failed: the client raises it
             logger.warning("backend %s cannot be created: %s: %s", msg.backend, type(exc).__name__, exc)
-            self.send(wire.Unavailable(type(exc).__name__, str(exc)))
+            self.send(wire.Unavailable(error_type=type(exc).__name__, message=str(exc)))
             return False
         if msg.options.get("decode", "cpu") != "cpu":
             self.service.warm_decoder_once()
@@ -193,7 +193,7 @@ class Session:
             elif isinstance(msg, wire.Forget):
                 self.segments.forget(msg.seg_id)
             elif isinstance(msg, wire.StatsRequest):
-                self.send(wire.Stats(msg.rid, self._stats()))
+                self.send(wire.Stats(rid=msg.rid, values=self._stats()))
             elif isinstance(msg, wire.Stop):
                 self.service.stop(f"asked by pid {self.peer.pid}: {msg.reason}")
             else:
@@ -239,8 +239,8 @@ class Session:
 
     def _fail_and_exit(self, rid: int, exc: BaseException, what: str) -> None:
         """Report ``rid`` failed as a whole, then exit: the CUDA context cannot be trusted."""
-        self.send(wire.Failed(rid, type(exc).__name__, str(exc), int(getattr(exc, "code", -1)),
-                              str(getattr(exc, "name", ""))))
+        self.send(wire.Failed(rid=rid, error_type=type(exc).__name__, message=str(exc),
+                              code=int(getattr(exc, "code", -1)), name=str(getattr(exc, "name", ""))))
         logger.error("a %s failed as a whole (%s: %s): exiting, the context cannot be trusted",
                      what, type(exc).__name__, exc)
         logging.shutdown()
@@ -251,7 +251,7 @@ class Session:
         """Tell the client ``rid`` is taken up (its deadline starts); count it in ``queue`` until the block ends."""
         ahead = self.service.take_up(queue, nbytes)
         try:
-            self.send(wire.Started(rid, ahead, self.rate))
+            self.send(wire.Started(rid=rid, ahead=ahead, bytes_per_s=self.rate))
             yield
         finally:
             self.service.put_down(queue, nbytes)
@@ -280,16 +280,16 @@ class Session:
                 keeper.release_all()
             index = exc.location.page if exc.location is not None else None
             if index is None:  # not tied to a job: the batch as a whole
-                self.send(wire.Failed(rid, type(exc).__name__, exc.reason, -1, ""))
+                self.send(wire.Failed(rid=rid, error_type=type(exc).__name__, message=exc.reason, code=-1, name=""))
             else:
-                self.send(wire.Corrupt(rid, int(index), type(exc).__name__, exc.reason))
+                self.send(wire.Corrupt(rid=rid, index=int(index), error_type=type(exc).__name__, message=exc.reason))
         except BaseException as exc:  # the batch failed as a whole
             self._fail_and_exit(rid, exc, "batch")
         else:
             token = -1
             if keeper is not None and keeper.pages:
                 token = self.service.kept.put(self, run.dst_seg, run.dst_offset, keeper.pages)
-            self.send(wire.Done(rid, int(redone or 0), token))
+            self.send(wire.Done(rid=rid, redone=int(redone or 0), kept=token))
         finally:
             timeline.record("run", began, time.perf_counter(), pid=self.peer.pid, jobs=len(jobs),
                             nbytes=len(dst))
@@ -308,7 +308,7 @@ class Session:
             what = f"names segment {exc.args[0]}, which was not shared" if isinstance(exc, KeyError) else str(exc)
             self._refuse(rid, f"decode {rid}: {what}")
         except BackendUnavailableError as exc:
-            self.send(wire.Failed(rid, type(exc).__name__, str(exc), -1, ""))
+            self.send(wire.Failed(rid=rid, error_type=type(exc).__name__, message=str(exc), code=-1, name=""))
         except BaseException as exc:  # a GPU failure
             self._fail_and_exit(rid, exc, "decode")
         finally:
@@ -322,7 +322,8 @@ class Session:
         i = int(bad[0])
         code = int(pages["error"][i])
         name = PageError(code).name if code in PageError._value2member_map_ else str(code)
-        self.send(wire.Corrupt(rid, i, "CorruptPageError", f"the GPU decoder found it invalid ({name})"))
+        self.send(wire.Corrupt(rid=rid, index=i, error_type="CorruptPageError",
+                               message=f"the GPU decoder found it invalid ({name})"))
         return True
 
     def _measure(self, msg: wire.Measure, blob: bytes) -> None:
@@ -354,8 +355,8 @@ class Session:
             return
         with self.lock:
             self.decodes[msg.rid] = pending
-        self.send(wire.Measured(msg.rid, [int(x) for x in pending.chunks["null_count"]],
-                                [int(x) for x in pending.chunks["data_bytes"]]))
+        self.send(wire.Measured(rid=msg.rid, null_counts=[int(x) for x in pending.chunks["null_count"]],
+                                data_bytes=[int(x) for x in pending.chunks["data_bytes"]]))
 
     def _write(self, msg: wire.Write, blob: bytes) -> None:
         with self.lock:
@@ -372,7 +373,7 @@ class Session:
             with self._taken_up(msg.rid, "decode", msg.dst_nbytes), \
                     timeline.span("write", pid=self.peer.pid, nbytes=msg.dst_nbytes):
                 pending.copy_to(dst)
-            self.send(wire.Done(msg.rid, 0, -1))
+            self.send(wire.Done(rid=msg.rid, redone=0, kept=-1))
         finally:
             pending.close()
 
