@@ -32,11 +32,12 @@ from typing import NamedTuple
 from dask.dataframe.io.parquet.arrow import ArrowDatasetEngine
 
 from ..options import as_option_dict, current_options, graph_options
+from ..readpath.assemble import ImageTable
 from ..readpath.batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND
-from ..readpath.decode_errors import locate_decode_errors
-from ..readpath.decode_report import account_image_columns, account_pyarrow_columns
+from ..readpath.decode_report import account_pyarrow_columns
+from ..readpath.filters import filter_columns
 from ..readpath.passthrough import account_pyarrow_read, local_footer
-from ..readpath.reader import filter_columns
+from ..readpath.sequence import decode_image
 from ..report import ReadReport, publish
 from ..routing.router import pyarrow_reads
 from . import metrics
@@ -269,22 +270,19 @@ class HwdecompEngine(ArrowDatasetEngine):
         # Precaching fetches byte ranges of a remote file; the image is in memory.
         read.pop("open_file_options", None)
         report = _report.get(None) or ReadReport()
-        located = locate_decode_errors(image.plan.piece.path, image.row_groups, image.buffer)
         image_fs = ImageFileSystem(fs, path_or_frag, image.buffer)
-        used: tuple[str, ...] = ()
-        with report.stage("decode"), located:
+        parent = super()._read_table
+
+        def decode() -> ImageTable:
             if image.decoded:
-                table, used = image_table(
+                return image_table(
                     path_or_frag, image_fs, local_rgs, columns, schema, filters, partitions, partition_keys,
                     image.decoded, **{**kwargs, "read": read},
                 )
-            else:
-                table = super()._read_table(
-                    path_or_frag, image_fs, local_rgs, columns, schema, filters, partitions, partition_keys,
-                    **{**kwargs, "read": read},
-                )
-        account_image_columns(report, image, table, used, _partition_names(partitions))
-        return table
+            return ImageTable(parent(path_or_frag, image_fs, local_rgs, columns, schema, filters, partitions,
+                                     partition_keys, **{**kwargs, "read": read}), ())
+
+        return decode_image(image, report, _partition_names(partitions), decode)
 
 
 def _partition_names(partitions) -> set:

@@ -7,11 +7,10 @@ import contextvars
 from collections.abc import Iterator
 
 from ..options import Options
-from ..readpath.batch import iter_batches
-from ..readpath.plan import Piece, plan_piece
-from ..readpath.reader import fallback, filter_columns
+from ..readpath.filters import filter_columns
+from ..readpath.plan import Piece
+from ..readpath.sequence import batches, plan_pieces
 from ..report import ReadReport
-from ..routing.router import Router
 
 __all__ = ["piece_key", "prepared_images", "current_images", "needed_columns"]
 
@@ -64,31 +63,20 @@ def prepared_images(fs, pieces: list, columns, options: Options, report: ReadRep
     """Decompress every piece; yield ``{piece_key: Image or None}``.
 
     ``None`` marks a piece pyarrow must read itself (reported and warned
-    about by :func:`dask_hwdecomp.readpath.reader.fallback`). The images are valid
+    about by :func:`dask_hwdecomp.readpath.sequence.fallback`). The images are valid
     inside the ``with`` block only, and are visible to
     :func:`current_images` in this context.
     """
-    router = Router(options)
-    plans = []
     images: dict = {}
-    footers: dict = {}
-    with report.stage("scan"):
-        for piece in pieces:
-            path, rgs = _normalize(piece)
-            key = piece_key(path, rgs)
-            if key in images:
-                continue
-            plan = plan_piece(
-                fs, Piece(path, None if key[1] is None else key[1]), columns, footers.get(path)
-            )
-            footers[path] = plan.footer
+    unique: list[Piece] = []
+    for piece in pieces:
+        key = piece_key(*_normalize(piece))
+        if key not in images:
             images[key] = None
-            if plan.unsupported is not None:
-                fallback(plan, options, report)
-            else:
-                plans.append(plan)
+            unique.append(Piece(key[0], key[1]))
+    plans = plan_pieces(fs, unique, columns, options, report)
     with contextlib.ExitStack() as stack:
-        for batch in iter_batches(fs, plans, router, options, report):
+        for batch in batches(fs, plans, options, report):
             stack.enter_context(batch)
             for image in batch.images:
                 images[piece_key(image.plan.piece.path, image.plan.piece.row_groups)] = image

@@ -2,52 +2,26 @@
 
 from __future__ import annotations
 
-import warnings
+import functools
 from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options, as_option_dict, current_options
-from ..report import Fallback, ReadReport, publish
-from ..routing.router import Router, pyarrow_reads
+from ..report import ReadReport, publish
+from ..routing.router import pyarrow_reads
 from .assemble import ImageTable, fragment_to_table, read_row_groups
-from .batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND, iter_batches
-from .decode_errors import locate_decode_errors
-from .decode_report import account_image_columns, account_pyarrow_columns
+from .batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND
+from .decode_report import account_pyarrow_columns
 from .filters import filter_columns
 from .passthrough import account_pyarrow_read
-from .plan import Piece, PiecePlan, plan_piece
+from .plan import Piece
+from .sequence import HwdecompFallbackWarning, batches, decode_image, plan_pieces
 from .sources import Source, resolve_source
 
-__all__ = ["read_table", "HwdecompFallbackWarning", "fallback", "filter_columns"]
-
-
-class HwdecompFallbackWarning(UserWarning):
-    """A file was read by pyarrow's own reader; the message says why."""
-
-
-def fallback(plan: PiecePlan, options: Options, report: ReadReport) -> None:
-    """Record (and warn about, or refuse) a piece pyarrow must read itself.
-
-    Raises
-    ------
-    UnsupportedFeatureError
-        ``options.on_unsupported == "raise"``.
-    """
-    if options.on_unsupported == "raise":
-        raise UnsupportedFeatureError(
-            f"{plan.unsupported}; set on_unsupported='warn' to read it with pyarrow",
-            PageLocation(file=plan.piece.path),
-        ) from None
-    warnings.warn(
-        f"dask_hwdecomp: {plan.piece.path!r} is read by pyarrow's own reader: {plan.unsupported}",
-        HwdecompFallbackWarning,
-        stacklevel=3,
-    )
-    report.fallbacks.append(Fallback(path=plan.piece.path, reason=str(plan.unsupported)))
+__all__ = ["read_table", "HwdecompFallbackWarning", "filter_columns"]
 
 
 def read_table(
@@ -169,22 +143,17 @@ def read_table(
                 report += local
         parts = [read.table for read in reads]
         return _concat(parts) if parts else _empty(src, columns)
-    router = Router(opts)
     tables: dict[int, pa.Table] = {}
     try:
-        with local.stage("scan"):
-            plans = [plan_piece(src.fs, Piece(f.path, rgs), _needed(columns, filters)) for f in src.files]
-        fast = []
+        plans = plan_pieces(src.fs, [Piece(f.path, rgs) for f in src.files], _needed(columns, filters), opts, local)
         for i, (f, plan) in enumerate(zip(src.files, plans)):
-            if plan.unsupported is None:
-                fast.append(i)
-                continue
-            fallback(plan, opts, local)
-            with local.stage("decode"):
-                tables[i] = _decode(f.fragment, src, columns, rgs, use_threads)
-            account_pyarrow_columns(local, tables[i], rgs, FALLBACK, _partition_fields(f.fragment))
-        position = {id(plans[i]): i for i in fast}
-        for batch in iter_batches(src.fs, [plans[i] for i in fast], router, opts, local):
+            if plan.unsupported is not None:
+                with local.stage("decode"):
+                    tables[i] = _decode(f.fragment, src, columns, rgs, use_threads)
+                account_pyarrow_columns(local, tables[i], rgs, FALLBACK, _partition_fields(f.fragment))
+        position = {id(plan): i for i, plan in enumerate(plans)}
+        filtered_on = filter_columns(filters) if filters is not None else ()
+        for batch in batches(src.fs, plans, opts, local):
             with batch:
                 for image in batch.images:
                     i = position[id(image.plan)]
@@ -192,12 +161,10 @@ def read_table(
                     as_image = fragment.format.make_fragment(
                         pa.BufferReader(image.buffer), partition_expression=fragment.partition_expression
                     )
-                    located = locate_decode_errors(src.files[i].path, image.row_groups, image.buffer)
-                    with local.stage("decode"), located:
-                        picked = None if rgs is None else tuple(range(len(image.row_groups)))
-                        tables[i], used = _decode_image(image, as_image, src, columns, picked, use_threads,
-                                                        filter_columns(filters) if filters is not None else ())
-                    account_image_columns(local, image, tables[i], used, _partition_fields(fragment))
+                    picked = None if rgs is None else tuple(range(len(image.row_groups)))
+                    decode = functools.partial(_decode_image, image, as_image, src, columns, picked, use_threads,
+                                               filtered_on)
+                    tables[i] = decode_image(image, local, _partition_fields(fragment), decode)
     finally:
         publish(local)
         if report is not None:
