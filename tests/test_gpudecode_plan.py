@@ -291,7 +291,7 @@ def test_plan_batch_over_images_in_one_host_buffer():
         Image(PiecePlan(Piece("one.parquet"), None), whole.slice(64, len(one)), [4, 7, 9]),
         Image(PiecePlan(Piece("two.parquet"), None), whole.slice(at, len(two)), [0, 1]),
     ]
-    plan = plan_batch(images, ["s", "b", "i32"], host_address=whole.address)
+    plan = plan_batch(images, ["s", "b", "i32"], within=memoryview(host))
     assert plan.fallbacks == ({}, {})
     assert [(c.image, c.row_group, c.name) for c in plan.columns] == [
         (0, 0, "i32"), (0, 0, "s"), (0, 1, "i32"), (0, 1, "s"), (0, 2, "i32"), (0, 2, "s"),

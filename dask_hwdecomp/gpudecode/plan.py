@@ -214,7 +214,7 @@ def plan_file(buf, columns: Collection[str] | None = None, row_groups: Sequence[
                         read_dictionary=read_dictionary)
 
 
-def plan_batch(images, columns: Collection[str] | None = None, *, host_address: int | None = None,
+def plan_batch(images, columns: Collection[str] | None = None, *, within=None,
                read_dictionary: Collection[str] = ()) -> DecodePlan:
     """Plan the GPU decoding of the images of one read batch.
 
@@ -225,9 +225,9 @@ def plan_batch(images, columns: Collection[str] | None = None, *, host_address: 
     columns : collection of str, optional
         Columns to read: top-level field names (a flat column's leaf name is
         its field's), or leaf paths of nested columns (None: all).
-    host_address : int, optional
-        Address of the host buffer's first byte (``ranges`` are relative to
-        it); by default the lowest image address.
+    within : buffer, optional
+        The host buffer the images lie in (``ranges`` are relative to its
+        first byte); by default they start at the lowest image.
     read_dictionary : collection of str
         Columns pyarrow reads as dictionaries (left to it).
 
@@ -240,7 +240,9 @@ def plan_batch(images, columns: Collection[str] | None = None, *, host_address: 
     pyarrow.ArrowException
         Only where pyarrow cannot open an image's footer.
     """
-    if host_address is None:
+    if within is not None:
+        host_address = int(_as_bytes(within).ctypes.data) if len(memoryview(within)) else 0
+    else:
         host_address = min((im.buffer.address for im in images), default=0)
     sources = [ImageSource(_as_bytes(im.buffer), im.buffer.address - host_address, im.plan.piece.path,
                            list(im.row_groups)) for im in images]

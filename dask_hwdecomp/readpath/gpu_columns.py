@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-
 from ..errors import BackendUnavailableError
 from ..gpudecode.assemble import assemble
 from ..gpudecode.plan import plan_batch
@@ -70,9 +68,8 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, 
     """
     if not images:
         return
-    host = int(np.frombuffer(dst, dtype=np.uint8).ctypes.data) if len(dst) else 0
     wanted = sorted({name for im in images for name in _columns(im)})
-    plan = plan_batch(images, wanted, host_address=host)
+    plan = plan_batch(images, wanted, within=dst)
     for image, fallbacks in zip(images, plan.fallbacks):
         image.why_not_gpu.update(fallbacks)
     if not len(plan.chunks):
