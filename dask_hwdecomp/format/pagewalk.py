@@ -9,10 +9,14 @@ page at ``body + compressed size``.
 
 :func:`read_page` decodes a PageHeader with the Thrift kernels of
 :mod:`~dask_hwdecomp.format.thrift_kernels` into *header tables*: an int64
-array ``(NH, MAX_FIELDS, NF)`` of field tables, by the ``H_`` rows (the
-header itself, its data page, dictionary page and data page v2 headers,
-and the last other struct), with the fields read of each in ``counts``
-(-1 where the header has no such struct). It answers a Thrift status
+tuple of ``NH`` field tables, by the ``H_`` indexes (the header itself,
+its data page, dictionary page and data page v2 headers, and the last
+other struct), with the fields read of each in ``counts`` (-1 where the
+header has no such struct, which
+:func:`~dask_hwdecomp.format.thrift_kernels.required_i32s` and
+:func:`~dask_hwdecomp.format.thrift_kernels.optional_i32` then read as a
+table without the field). Index the tuple with the ``H_`` constants: a
+tuple indexed at run time is copied. It answers a Thrift status
 (``OK``, ``ERROR``, ``FALLBACK``) or one of its own: :data:`BAD_FIELD`
 (the type or a size is absent, mistyped or negative), :data:`PAST_END`
 (the page's stored bytes run past the chunk).
@@ -26,16 +30,12 @@ from numba import njit
 from .thrift_kernels import (
     BOOL_FALSE,
     BOOL_TRUE,
-    F_TYPE,
-    F_VAL,
     MAX_FIELDS,
     NF,
     OK,
     STOP,
     STRUCT,
     bool_field,
-    find_field,
-    is_i32,
     next_field,
     read_fields,
     read_scalar,
@@ -45,7 +45,7 @@ from .thrift_kernels import (
 
 __all__ = ["DATA_PAGE", "DICTIONARY_PAGE", "DATA_PAGE_V2", "H_PAGE", "H_DATA", "H_DICT", "H_DATA_V2", "H_OTHER",
            "NH", "BAD_FIELD", "PAST_END", "is_decoded", "header_tables", "read_page_header", "read_page",
-           "header_i32", "struct_i32s", "grow_rows", "grow_bytes"]
+           "grow_rows", "grow_bytes"]
 
 # PageType (structs.PageType)
 DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2 = 0, 2, 3
@@ -75,19 +75,21 @@ def header_tables(max_depth):
 
     Returns
     -------
-    tables : int64 array (NH, MAX_FIELDS, NF)
+    tables : tuple of NH int64 arrays (MAX_FIELDS, NF)
     counts : int64 array (NH,)
     lasts : int64 array (max_depth + 2,)
     sizes : int64 array (3,)
         Gets a page's type, uncompressed and compressed sizes.
     """
-    return (np.empty((NH, MAX_FIELDS, NF), np.int64), np.full(NH, -1, np.int64),
-            np.zeros(max_depth + 2, np.int64), np.zeros(3, np.int64))
+    tables = (np.empty((MAX_FIELDS, NF), np.int64), np.empty((MAX_FIELDS, NF), np.int64),
+              np.empty((MAX_FIELDS, NF), np.int64), np.empty((MAX_FIELDS, NF), np.int64),
+              np.empty((MAX_FIELDS, NF), np.int64))
+    return tables, np.full(NH, -1, np.int64), np.zeros(max_depth + 2, np.int64), np.zeros(3, np.int64)
 
 
 @njit(nogil=True, cache=True)
 def read_page_header(b, pos, end, tables, counts, lasts, max_string, max_depth):
-    """Decode a PageHeader (lazily below depth 1) into header tables.
+    """Decode a PageHeader (lazily below depth 1) into its header tables.
 
     Parameters
     ----------
@@ -104,7 +106,8 @@ def read_page_header(b, pos, end, tables, counts, lasts, max_string, max_depth):
     status, body
         The Thrift status and, where OK, the first byte after the header.
     """
-    counts[:] = -1
+    for k in range(NH):
+        counts[k] = -1
     top = tables[H_PAGE]
     last = 0
     nf = 0
@@ -120,12 +123,18 @@ def read_page_header(b, pos, end, tables, counts, lasts, max_string, max_depth):
             val, ttype = bool_field(ttype)
             canon = True
         elif ttype == STRUCT:
-            which = H_DATA if fid == 5 else (H_DICT if fid == 7 else (H_DATA_V2 if fid == 8 else H_OTHER))
-            st, pos, n = read_fields(b, pos, end, tables[which], max_string, max_depth, lasts)
+            # constant indexes only: a tuple indexed at run time copies the tuple
+            sub = tables[H_DATA] if fid == 5 else (
+                tables[H_DICT] if fid == 7 else (tables[H_DATA_V2] if fid == 8 else tables[H_OTHER]))
+            st, pos, n = read_fields(b, pos, end, sub, max_string, max_depth, lasts)
             if st != OK:
                 return st, pos
-            if which != H_OTHER:
-                counts[which] = n
+            if fid == 5:
+                counts[H_DATA] = n
+            elif fid == 7:
+                counts[H_DICT] = n
+            elif fid == 8:
+                counts[H_DATA_V2] = n
             val = 0
             canon = True
         else:
@@ -165,30 +174,6 @@ def read_page(b, pos, end, tables, counts, lasts, sizes, max_string, max_depth):
     if sizes[2] > end - body:
         return PAST_END, body
     return OK, body
-
-
-@njit(nogil=True, cache=True)
-def header_i32(tables, counts, which, fid):
-    """(present, value) of an optional i32 field of a header's field table ``which`` (an ``H_`` row)."""
-    if counts[which] < 0:
-        return False, 0
-    i = find_field(tables[which], counts[which], fid)
-    if i < 0 or not is_i32(tables[which][i, F_TYPE]):
-        return False, 0
-    return True, tables[which][i, F_VAL]
-
-
-@njit(nogil=True, cache=True)
-def struct_i32s(tables, counts, which, f0, f1, f2, out):
-    """Read three required non-negative i32 fields of a header's struct ``which`` (an ``H_`` row).
-
-    Returns
-    -------
-    bool
-        False if the header has no such struct, or one of the fields is
-        absent, not an i32 or negative (``out`` gets their values).
-    """
-    return counts[which] >= 0 and required_i32s(tables[which], counts[which], f0, f1, f2, out)
 
 
 @njit(nogil=True, cache=True)

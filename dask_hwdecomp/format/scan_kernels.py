@@ -38,13 +38,21 @@ from .pagewalk import (
     H_PAGE,
     grow_bytes,
     grow_rows,
-    header_i32,
     header_tables,
     is_decoded,
     read_page,
-    struct_i32s,
 )
-from .thrift_kernels import BOOL_TRUE, ERROR, F_TYPE, F_VAL, FALLBACK, OK, find_field
+from .thrift_kernels import (
+    BOOL_TRUE,
+    ERROR,
+    F_TYPE,
+    F_VAL,
+    FALLBACK,
+    OK,
+    find_field,
+    optional_i32,
+    required_i32s,
+)
 
 __all__ = ["P_TYPE", "P_HSTART", "P_BSTART", "P_CSIZE", "P_USIZE", "P_LEVELS", "P_COMPRESSED", "P_HOFF", "P_HLEN",
            "P_JLO", "P_JHI", "P_HASCRC", "P_CRC", "NP", "C_STATUS", "C_PAGE", "C_PLO", "C_PHI", "scan_chunks"]
@@ -132,18 +140,19 @@ def scan_chunks(src, bases, lengths, codecs, num_values, num_rows, max_page_byte
             if decoded and usize > max_page_bytes:
                 status = ERROR
                 break
-            has_crc, crc = header_i32(tables, counts, H_PAGE, 4)
+            has_crc, crc = optional_i32(tables[H_PAGE], counts[H_PAGE], 4)
             crc &= 0xFFFFFFFF
             levels = 0
             compressed = codec != 0
             if ptype == DATA_PAGE:
-                if not struct_i32s(tables, counts, H_DATA, 1, 1, 1, sv):  # num_values
+                ok, nv = optional_i32(tables[H_DATA], counts[H_DATA], 1)  # num_values
+                if not ok or nv < 0:
                     status = ERROR
                     break
-                seen = _add(seen, sv[0])
+                seen = _add(seen, nv)
             elif ptype == DATA_PAGE_V2:
                 # num_values, definition and repetition level bytes
-                if not struct_i32s(tables, counts, H_DATA_V2, 1, 5, 6, sv):
+                if not required_i32s(tables[H_DATA_V2], counts[H_DATA_V2], 1, 5, 6, sv):
                     status = ERROR
                     break
                 seen = _add(seen, sv[0])
@@ -156,7 +165,8 @@ def scan_chunks(src, bases, lengths, codecs, num_values, num_rows, max_page_byte
                 if j >= 0 and tbl8[j, F_TYPE] == BOOL_TRUE and tbl8[j, F_VAL] == 0:
                     compressed = False
             elif ptype == DICTIONARY_PAGE:
-                if not struct_i32s(tables, counts, H_DICT, 1, 1, 1, sv):  # num_values
+                ok, nv = optional_i32(tables[H_DICT], counts[H_DICT], 1)  # num_values
+                if not ok or nv < 0:
                     status = ERROR
                     break
             if decoded and not compressed and usize != csize:

@@ -28,7 +28,7 @@ from numba import njit
 __all__ = ["OK", "ERROR", "FALLBACK", "STOP", "BOOL_TRUE", "BOOL_FALSE", "I32", "STRUCT",
            "F_ID", "F_TYPE", "F_VSTART", "F_VEND", "F_VAL", "F_CANON", "NF", "MAX_FIELDS",
            "next_field", "bool_field", "read_scalar", "read_fields", "record_field", "find_field", "is_i32",
-           "required_i32s"]
+           "optional_i32", "required_i32s"]
 
 OK, ERROR, FALLBACK = 0, 1, 2
 
@@ -329,6 +329,15 @@ def is_i32(ttype):
 
 
 @njit(nogil=True, cache=True)
+def optional_i32(tbl, n, fid):
+    """(present, value) of field ``fid`` of a field table of ``n`` rows: present if an i32 (value 0 if not)."""
+    i = find_field(tbl, n, fid)
+    if i < 0 or not is_i32(tbl[i, F_TYPE]):
+        return False, 0
+    return True, tbl[i, F_VAL]
+
+
+@njit(nogil=True, cache=True)
 def required_i32s(tbl, n, f0, f1, f2, out):
     """Read three required non-negative i32 fields of a field table.
 
@@ -336,7 +345,7 @@ def required_i32s(tbl, n, f0, f1, f2, out):
     ----------
     tbl : int64 array (MAX_FIELDS, NF)
     n : int
-        Its rows filled.
+        Its rows filled (-1 or 0: a table without the fields).
     f0, f1, f2 : int
         The field ids.
     out : int64 array (3,)

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ..format import pagewalk as walk
-from ..format.thrift_kernels import OK
+from ..format.thrift_kernels import OK, required_i32s
 
 __all__ = ["walk_chunks", "REASONS", "W_KIND", "W_ENCODING", "W_OFFSET", "W_SIZE", "W_VALUES", "W_DEF",
            "W_ROWS", "NW", "S_STATUS", "S_PAGE", "S_DETAIL", "S_PLO", "S_PHI", "S_END", "NS"]
@@ -141,7 +141,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
             pages[npg, W_SIZE] = usize
             pages[npg, W_DEF] = -1
             if ptype == walk.DICTIONARY_PAGE:
-                if not walk.struct_i32s(tables, counts, walk.H_DICT, 1, 2, 1, vals):
+                if not required_i32s(tables[walk.H_DICT], counts[walk.H_DICT], 1, 2, 1, vals):
                     status = R_FIELD
                     break
                 if ordinal != 0:
@@ -161,7 +161,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 pages[npg, W_ROWS] = 0
             elif ptype == walk.DATA_PAGE:
                 # num_values, encoding, definition_level_encoding
-                if not walk.struct_i32s(tables, counts, walk.H_DATA, 1, 2, 3, vals):
+                if not required_i32s(tables[walk.H_DATA], counts[walk.H_DATA], 1, 2, 3, vals):
                     status = R_FIELD
                     break
                 if max_def[c] > 0 and vals[2] != _RLE:
@@ -174,12 +174,12 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 pages[npg, W_ROWS] = vals[0]
             elif ptype == walk.DATA_PAGE_V2:
                 # num_values, num_nulls, num_rows; then encoding, definition and repetition level bytes
-                if not walk.struct_i32s(tables, counts, walk.H_DATA_V2, 1, 2, 3, vals):
+                if not required_i32s(tables[walk.H_DATA_V2], counts[walk.H_DATA_V2], 1, 2, 3, vals):
                     status = R_FIELD
                     break
                 nv = vals[0]
                 nrows = vals[2]
-                if not walk.struct_i32s(tables, counts, walk.H_DATA_V2, 4, 5, 6, vals):
+                if not required_i32s(tables[walk.H_DATA_V2], counts[walk.H_DATA_V2], 4, 5, 6, vals):
                     status = R_FIELD
                     break
                 if vals[2] != 0:
