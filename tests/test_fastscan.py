@@ -24,14 +24,31 @@ from hypothesis import strategies as st
 
 import dask_hwdecomp
 from dask_hwdecomp.errors import HwdecompError, PageLocation
-from dask_hwdecomp.format import kernels as K
 from dask_hwdecomp.format.codecs import plan_body, preamble_of
 from dask_hwdecomp.format.fastlayout import ALGOS, ChunkSpec, FileSpec, lay_out_batch, reference_layout
 from dask_hwdecomp.format.footer import parse_footer
 from dask_hwdecomp.format.layout import page_header
 from dask_hwdecomp.format.pages import DECODED_PAGE_TYPES, ChunkRange, chunk_range, scan_chunk
+from dask_hwdecomp.format.scan_kernels import (
+    C_STATUS,
+    P_BSTART,
+    P_COMPRESSED,
+    P_CRC,
+    P_CSIZE,
+    P_HASCRC,
+    P_HLEN,
+    P_HOFF,
+    P_HSTART,
+    P_JHI,
+    P_JLO,
+    P_LEVELS,
+    P_TYPE,
+    P_USIZE,
+    scan_chunks,
+)
 from dask_hwdecomp.format.structs import Codec, PageHeader
 from dask_hwdecomp.format.thrift import Limits, RawStruct, Struct, T, encode_struct
+from dask_hwdecomp.format.thrift_kernels import ERROR, FALLBACK, OK
 from dask_hwdecomp.jobs import JobTable
 from dask_hwdecomp.readpath.fetch import Range, fetch_into
 
@@ -43,12 +60,12 @@ MAX_PAGE = 1 << 30
 
 
 def _kernel(src: np.ndarray, base: int, rng: ChunkRange, max_page_bytes: int = MAX_PAGE, num_rows=None):
-    cres, pages, jobs, blob = K.scan_chunks(
+    cres, pages, jobs, blob = scan_chunks(
         src, np.array([base], np.int64), np.array([rng.length], np.int64), np.array([rng.codec], np.int64),
         np.array([rng.num_values], np.int64), np.array([-1 if num_rows is None else num_rows], np.int64),
         max_page_bytes, Limits.max_string, Limits.max_depth,
     )
-    return int(cres[0, K.C_STATUS]), pages, jobs, blob
+    return int(cres[0, C_STATUS]), pages, jobs, blob
 
 
 def _reference(src: np.ndarray, base: int, rng: ChunkRange, max_page_bytes: int = MAX_PAGE, num_rows=None):
@@ -82,8 +99,8 @@ def _reference(src: np.ndarray, base: int, rng: ChunkRange, max_page_bytes: int 
         return exc
 
 
-_PAGE_COLUMNS = [K.P_TYPE, K.P_HSTART, K.P_BSTART, K.P_CSIZE, K.P_USIZE, K.P_LEVELS, K.P_COMPRESSED,
-                 K.P_HASCRC, K.P_CRC]
+_PAGE_COLUMNS = [P_TYPE, P_HSTART, P_BSTART, P_CSIZE, P_USIZE, P_LEVELS, P_COMPRESSED,
+                 P_HASCRC, P_CRC]
 
 
 def compare(src: np.ndarray, base: int, rng: ChunkRange, max_page_bytes: int = MAX_PAGE, num_rows=None) -> int:
@@ -91,18 +108,18 @@ def compare(src: np.ndarray, base: int, rng: ChunkRange, max_page_bytes: int = M
     status, pages, jobs, blob = _kernel(src, base, rng, max_page_bytes, num_rows)
     ref = _reference(src, base, rng, max_page_bytes, num_rows)
     if isinstance(ref, Exception):
-        assert status != K.OK, f"the kernel accepts what the reference refuses: {ref}"
+        assert status != OK, f"the kernel accepts what the reference refuses: {ref}"
         return status
-    assert status != K.ERROR, "the kernel refuses what the reference accepts"
-    if status == K.FALLBACK:
+    assert status != ERROR, "the kernel refuses what the reference accepts"
+    if status == FALLBACK:
         return status
     rows, headers, ref_jobs = ref
     assert [tuple(r) for r in pages[:, _PAGE_COLUMNS].tolist()] == rows
     for p, (header, spans) in enumerate(zip(headers, ref_jobs)):
         if header is not None:
-            off, n = pages[p, K.P_HOFF], pages[p, K.P_HLEN]
+            off, n = pages[p, P_HOFF], pages[p, P_HLEN]
             assert bytes(blob[off : off + n]) == header, f"page {p}: rewritten header differs"
-        got = [tuple(j) for j in jobs[pages[p, K.P_JLO] : pages[p, K.P_JHI]].tolist()]
+        got = [tuple(j) for j in jobs[pages[p, P_JLO] : pages[p, P_JHI]].tolist()]
         assert got == spans, f"page {p}: jobs differ"
     return status
 
@@ -122,13 +139,13 @@ def test_matrix_kernel_equals_reference(matrix_files):
     seen = 0
     for f in matrix_files:
         for data, rng in _chunks(f.path):
-            assert compare(data, rng.start, rng) == K.OK, f"{f.id}: kernel did not take a chunk pyarrow wrote"
+            assert compare(data, rng.start, rng) == OK, f"{f.id}: kernel did not take a chunk pyarrow wrote"
             seen += 1
     assert seen > 500
 
 
 def test_corpus_kernel_equals_reference(corpus):
-    statuses = {K.OK: 0, K.ERROR: 0, K.FALLBACK: 0}
+    statuses = {OK: 0, ERROR: 0, FALLBACK: 0}
     for path in sorted(corpus.rglob("*.parquet")):
         try:
             chunks = list(_chunks(path))
@@ -136,9 +153,9 @@ def test_corpus_kernel_equals_reference(corpus):
             continue  # footer refused: no chunk to scan (any other exception is a bug of ours)
         for data, rng in chunks:
             statuses[compare(data, rng.start, rng)] += 1
-    assert statuses[K.OK] > 1000
+    assert statuses[OK] > 1000
     # every writer in the corpus encodes page headers as the reference re-encodes them
-    assert statuses[K.FALLBACK] == 0, statuses
+    assert statuses[FALLBACK] == 0, statuses
 
 
 def _batch(paths, columns=None):
@@ -308,7 +325,7 @@ def test_fallback_chunks_keep_crcs_and_preambles(tmp_path, matrix_source):
 
     rewrite_pages(src_path, dst, add)
     statuses = [compare(data, rng.start, rng) for data, rng in _chunks(dst)]
-    assert K.FALLBACK in statuses and K.OK in statuses
+    assert FALLBACK in statuses and OK in statuses
     src, files = _batch([dst])
     fast = lay_out_batch(memoryview(src), files, max_page_bytes=MAX_PAGE, verify_checksums=True)
     ref = reference_layout(memoryview(src), files, max_page_bytes=MAX_PAGE, verify_checksums=True)
@@ -361,8 +378,8 @@ def test_unknown_header_fields_are_kept(tmp_path):
     """An unknown scalar and struct field: the kernel keeps them; an unknown list: the reference does."""
     src_path = _plain_file(tmp_path)
     for name, extra, expect in [
-        ("scalar", {40: (T.BINARY, b"unknown"), 41: (T.STRUCT, Struct({1: (T.I64, -5)}))}, K.OK),
-        ("list", {42: (T.LIST, (T.I32, [1, 2, 3]))}, K.FALLBACK),
+        ("scalar", {40: (T.BINARY, b"unknown"), 41: (T.STRUCT, Struct({1: (T.I64, -5)}))}, OK),
+        ("list", {42: (T.LIST, (T.I32, [1, 2, 3]))}, FALLBACK),
     ]:
         dst = tmp_path / f"{name}.parquet"
 
@@ -408,14 +425,14 @@ def _dp(size, nv=10, extra=b""):
 def test_unusual_encodings_go_to_the_reference(name, header):
     """Valid Thrift a byte copy would not re-encode as the reference does: FALLBACK, and the same image."""
     src, rng = _raw_chunk([(header, bytes(10))])
-    assert compare(src, 0, rng) == K.FALLBACK
+    assert compare(src, 0, rng) == FALLBACK
     ref = _reference(src, 0, rng)
     assert not isinstance(ref, Exception), ref
 
 
 def test_hand_made_header_is_taken():
     src, rng = _raw_chunk([(_dp(10), bytes(10)), (_dp(3, 5), bytes(3))], num_values=15)
-    assert compare(src, 0, rng) == K.OK
+    assert compare(src, 0, rng) == OK
 
 
 def test_stop_with_a_high_nibble_ends_the_header():
@@ -423,7 +440,7 @@ def test_stop_with_a_high_nibble_ends_the_header():
     header = bytearray(_dp(10))
     header[-1] = 0x30
     src, rng = _raw_chunk([(bytes(header), bytes(10))])
-    assert compare(src, 0, rng) == K.OK
+    assert compare(src, 0, rng) == OK
 
 
 _NESTED = _dp(10, extra=bytes([0x3C]) + b"\x1c" * 3 + b"\x18\x05hello\x00" + b"\x00" * 3)  # field 8 nested 4 deep
@@ -440,7 +457,7 @@ def test_stop_with_a_high_nibble_at_any_depth(stop):
     assert header[stop[1]] == 0
     header[stop[1]] = 0xA0
     src, rng = _raw_chunk([(bytes(header), bytes(10))])
-    assert compare(src, 0, rng) == K.OK
+    assert compare(src, 0, rng) == OK
 
 
 def test_stop_with_a_high_nibble_in_a_rewritten_v2_header():
@@ -448,9 +465,9 @@ def test_stop_with_a_high_nibble_in_a_rewritten_v2_header():
     sub = bytes([0x15, 20, 0x15, 0, 0x15, 20, 0x15, 0, 0x15, 0, 0x15, 0, 0x90])
     header = bytes([0x15, 6, 0x15, 20, 0x15, 20, 0x5C]) + sub + b"\x00"
     src, rng = _raw_chunk([(header, bytes(10))])
-    assert compare(src, 0, rng) == K.OK
+    assert compare(src, 0, rng) == OK
     _, pages, _, blob = _kernel(src, 0, rng)
-    rewritten = bytes(blob[pages[0, K.P_HOFF] : pages[0, K.P_HOFF] + pages[0, K.P_HLEN]])
+    rewritten = bytes(blob[pages[0, P_HOFF] : pages[0, P_HOFF] + pages[0, P_HLEN]])
     assert b"\x90" not in rewritten and rewritten.endswith(b"\x12\x00\x00")  # is_compressed false, STOPs
 
 
@@ -463,7 +480,7 @@ def test_stop_with_a_high_nibble_in_a_rewritten_v2_header():
 ])
 def test_value_counts_as_the_reference(num_values, num_rows, ok):
     src, rng = _raw_chunk([(_dp(10), bytes(10)), (_dp(3, 5), bytes(3))], num_values=num_values)
-    assert compare(src, 0, rng, num_rows=num_rows) == (K.OK if ok else K.ERROR)
+    assert compare(src, 0, rng, num_rows=num_rows) == (OK if ok else ERROR)
 
 
 @pytest.mark.parametrize("ptype", [1, 4, 1000])
@@ -474,9 +491,9 @@ def test_pages_not_decoded_are_walked_over(ptype):
     if ptype >= 64:  # a two-byte varint
         skipped = bytes([0x15]) + bytes([(ptype << 1) & 0x7F | 0x80, (ptype << 1) >> 7]) + bytes(skipped[2:])
     src, rng = _raw_chunk([(bytes(skipped), bytes(60)), (_dp(10), bytes(10))], num_values=10)
-    assert compare(src, 0, rng, max_page_bytes=20, num_rows=10) == K.OK
+    assert compare(src, 0, rng, max_page_bytes=20, num_rows=10) == OK
     _, pages, _, _ = _kernel(src, 0, rng, 20, 10)
-    assert pages[0, K.P_TYPE] == ptype and pages[0, K.P_HLEN] == 0
+    assert pages[0, P_TYPE] == ptype and pages[0, P_HLEN] == 0
 
 
 # --- random page sequences, hostile headers ----------------------------------------------------
@@ -605,12 +622,12 @@ def test_limits_are_those_of_the_reference(monkeypatch):
     stats = b"\x18\x05hello\x00"
     header = _dp(10, extra=bytes([0x3C]) + b"\x1c" * 3 + stats + b"\x00" * 3)  # field 8 struct, nested
     src, rng = _raw_chunk([(header, bytes(10))])
-    assert compare(src, 0, rng) == K.OK
+    assert compare(src, 0, rng) == OK
     monkeypatch.setattr(Limits, "max_string", 4)
-    assert compare(src, 0, rng) == K.ERROR
+    assert compare(src, 0, rng) == ERROR
     monkeypatch.setattr(Limits, "max_string", 1 << 30)
     monkeypatch.setattr(Limits, "max_depth", 4)
-    assert compare(src, 0, rng) == K.ERROR
+    assert compare(src, 0, rng) == ERROR
 
 
 # --- errors through read_table: the same as the reference path ---------------------------------

@@ -171,10 +171,12 @@ def test_the_kernel_load_of_a_first_read_is_booked_apart_from_its_scan(files):
 def test_loading_the_kernels_loads_them_for_what_a_read_passes(files):
     loaded, read, stages = _in_a_new_process(f"""
         import json, dask_hwdecomp
-        from dask_hwdecomp.format import fastlayout, kernels
+        from dask_hwdecomp.format import fastlayout, place_kernels, scan_kernels
 
         def signatures():
-            return {{k: len(getattr(kernels, k).overloads) for k in ("scan_chunks", "place", "fill")}}
+            kernels = {{"scan_chunks": scan_kernels.scan_chunks, "place": place_kernels.place,
+                        "fill": place_kernels.fill}}
+            return {{k: len(f.overloads) for k, f in kernels.items()}}
 
         assert fastlayout.load_kernels() > 0
         loaded = signatures()

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..format.kernels import snappy_varint
+from ..format.codec_kernels import snappy_varint
 from ..jobs import ALGOS, Algo, JobTable
 
 __all__ = ["Suspects", "find_suspects"]

@@ -3,11 +3,12 @@
 :func:`lay_out_batch` turns the fetched column chunks of a batch into the
 uncompressed images' plan (:class:`BatchLayout`): the jobs to decompress,
 and a :meth:`BatchLayout.fill` that writes headers, stored bytes and
-footers around their outputs. The per-page work runs in
-:mod:`~dask_hwdecomp.format.kernels` (two calls per batch, GIL released);
-Python runs per chunk (footer entries) and per file (footers); the jobs
-are a :class:`~dask_hwdecomp.jobs.JobTable` built in array operations, no
-``Job`` record per page.
+footers around their outputs. The per-page work runs compiled, in
+:func:`~dask_hwdecomp.format.scan_kernels.scan_chunks` and
+:func:`~dask_hwdecomp.format.place_kernels.place` (two calls per batch,
+GIL released); Python runs per chunk (footer entries) and per file
+(footers); the jobs are a :class:`~dask_hwdecomp.jobs.JobTable` built in
+array operations, no ``Job`` record per page.
 
 The Python path (:func:`~dask_hwdecomp.format.pages.scan_chunk` and
 :func:`~dask_hwdecomp.format.layout.build_layout`) is the reference:
@@ -49,7 +50,7 @@ from .thrift import Limits
 
 __all__ = ["ChunkSpec", "FileSpec", "ImagePlan", "BatchLayout", "lay_out_batch", "reference_layout", "load_kernels"]
 
-# Indexed by the kernels' algorithm codes (kernels.A_*).
+# Indexed by the kernels' algorithm codes (codec_kernels.A_*).
 _ALGO_CODE = {a: i for i, a in enumerate(ALGOS)}
 
 
@@ -113,7 +114,7 @@ class BatchLayout:
 
 
 class _ScanTables(NamedTuple):
-    """What :func:`~dask_hwdecomp.format.kernels.scan_chunks` returns (rows by its ``C_``, ``P_``, ``J_`` columns)."""
+    """What :func:`~dask_hwdecomp.format.scan_kernels.scan_chunks` returns (rows by its ``C_``, ``P_``, ``J_`` columns)."""
 
     chunks: np.ndarray  # per chunk: status, failing page, first page, end page
     pages: np.ndarray
@@ -122,7 +123,7 @@ class _ScanTables(NamedTuple):
 
 
 class _PlaceTables(NamedTuple):
-    """What :func:`~dask_hwdecomp.format.kernels.place` returns."""
+    """What :func:`~dask_hwdecomp.format.place_kernels.place` returns."""
 
     slots: np.ndarray  # per slot (a chunk in image order): start, size, data and dictionary page offsets
     file_end: np.ndarray  # per file: the end of its last chunk, where its footer goes
@@ -222,7 +223,11 @@ def load_kernels() -> float:
 
 
 def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
-    from . import kernels as K  # numba loads on first use, not with the package
+    # numba loads on first use, not with the package
+    from .place_kernels import S_DATA, S_DICT, S_SIZE, S_START, place
+    from .place_kernels import fill as fill_images
+    from .scan_kernels import C_STATUS, scan_chunks
+    from .thrift_kernels import ERROR, FALLBACK
 
     chunks = [ch for f in files for ch in f.chunks]
     rows = np.array([_num_rows(f.footer, ch.row_group) for f in files for ch in f.chunks], np.int64)
@@ -231,13 +236,13 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     lengths = np.array([c.rng.length for c in chunks], np.int64)
     codecs = np.array([c.rng.codec for c in chunks], np.int64)
     num_values = np.array([c.rng.num_values for c in chunks], np.int64)
-    scanned = _ScanTables(*K.scan_chunks(
+    scanned = _ScanTables(*scan_chunks(
         src_np, bases, lengths, codecs, num_values, rows, max_page_bytes, Limits.max_string, Limits.max_depth
     ))
-    status = scanned.chunks[:, K.C_STATUS]
-    if (status == K.ERROR).any():
+    status = scanned.chunks[:, C_STATUS]
+    if (status == ERROR).any():
         raise _Refer
-    if (status == K.FALLBACK).any():
+    if (status == FALLBACK).any():
         scanned = _reference_chunks(src, chunks, rows, scanned, max_page_bytes)
     cres, pages = scanned.chunks, scanned.pages
 
@@ -268,7 +273,7 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
     slot_file_a = np.array(slot_file, np.int64)
     if verify_checksums:
         _check_crcs(src, pages, cres, bases, set(slot_chunk))
-    placed = _PlaceTables(*K.place(pages, scanned.jobs, slot_chunk_a, slot_file_a, cres, bases, codecs, len(files)))
+    placed = _PlaceTables(*place(pages, scanned.jobs, slot_chunk_a, slot_file_a, cres, bases, codecs, len(files)))
 
     # footers, per file and chunk
     tails = []
@@ -283,8 +288,8 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
             placed_cols: dict[int, ChunkPlacement] = {}
             for s, col in members:
                 row = slot_rows[s]
-                start, size, dict_off = row[K.S_START], row[K.S_SIZE], row[K.S_DICT]
-                placed_cols[col] = ChunkPlacement(start, size, row[K.S_DATA], None if dict_off < 0 else dict_off)
+                start, size, dict_off = row[S_START], row[S_SIZE], row[S_DICT]
+                placed_cols[col] = ChunkPlacement(start, size, row[S_DATA], None if dict_off < 0 else dict_off)
                 pos = start + size
             placed_groups.append(GroupPlacement(rg, placed_cols, rg_start, pos))
         end = int(placed.file_end[fi])
@@ -299,7 +304,7 @@ def _fast(src, files, max_page_bytes, verify_checksums, align) -> BatchLayout:
 
     def fill(dst, src_view):
         dst_np = _as_array(dst)
-        K.fill(dst_np, _as_array(src_view), scanned.blob, placed.writes, placed.copies, file_base)
+        fill_images(dst_np, _as_array(src_view), scanned.blob, placed.writes, placed.copies, file_base)
         for im in images:
             dst[im.base : im.base + 4] = b"PAR1"
         for off, tail in tails:
@@ -330,33 +335,36 @@ def _jobs(placed, pages, file_base, slot_file, slot_chunk, cres, bases, chunks, 
     With ``verify_checksums`` the first job of a page carries the page's
     CRC-32 (``Job.page_crc``), as :func:`~dask_hwdecomp.format.layout.build_layout` gives it.
     """
-    from . import kernels as K  # numba loads on first use, not with the package
+    # numba loads on first use, not with the package
+    from .codec_kernels import J_ALGO, J_CRC, J_DST, J_DSTSIZE, J_PRE, J_SRC, J_SRCSIZE
+    from .place_kernels import PJ_PAGE, PJ_SLOT
+    from .scan_kernels import C_PLO, P_BSTART, P_CRC, P_CSIZE, P_HASCRC
 
     n = len(placed)
     rows = np.zeros(n, dtype=JOB_DTYPE)
     if not n:
         return JobTable(rows, codecs=np.zeros(0, np.int64), locations=_JobLocations([], rows["algo"], rows["algo"]))
-    slot = placed[:, K.PJ_SLOT]
-    page = placed[:, K.PJ_PAGE]
+    slot = placed[:, PJ_SLOT]
+    page = placed[:, PJ_PAGE]
     chunk = slot_chunk[slot]
-    rows["algo"] = placed[:, K.J_ALGO]
-    rows["src_offset"] = placed[:, K.J_SRC]
-    rows["src_size"] = placed[:, K.J_SRCSIZE]
-    rows["dst_offset"] = placed[:, K.J_DST] + file_base[slot_file[slot]]
-    rows["dst_size"] = placed[:, K.J_DSTSIZE]
-    rows["crc32"] = np.where(placed[:, K.J_CRC] < 0, -1, placed[:, K.J_CRC])
-    rows["preamble"] = placed[:, K.J_PRE]
+    rows["algo"] = placed[:, J_ALGO]
+    rows["src_offset"] = placed[:, J_SRC]
+    rows["src_size"] = placed[:, J_SRCSIZE]
+    rows["dst_offset"] = placed[:, J_DST] + file_base[slot_file[slot]]
+    rows["dst_size"] = placed[:, J_DSTSIZE]
+    rows["crc32"] = np.where(placed[:, J_CRC] < 0, -1, placed[:, J_CRC])
+    rows["preamble"] = placed[:, J_PRE]
     rows["page_crc"] = -1
     # the jobs of one page (placed once per slot) are consecutive
     first = np.r_[True, (slot[1:] != slot[:-1]) | (page[1:] != page[:-1])]
     if verify_checksums:
-        checked = np.flatnonzero(first & (pages[page, K.P_HASCRC] != 0))
+        checked = np.flatnonzero(first & (pages[page, P_HASCRC] != 0))
         p, c = page[checked], chunk[checked]
-        rows["page_crc_offset"][checked] = bases[c] + pages[p, K.P_BSTART]
-        rows["page_crc_size"][checked] = pages[p, K.P_CSIZE]
-        rows["page_crc"][checked] = pages[p, K.P_CRC]
+        rows["page_crc_offset"][checked] = bases[c] + pages[p, P_BSTART]
+        rows["page_crc_size"][checked] = pages[p, P_CSIZE]
+        rows["page_crc"][checked] = pages[p, P_CRC]
     codecs = np.array([ch.rng.codec for ch in chunks], dtype=np.int64)[chunk]
-    ordinal = page - cres[chunk, K.C_PLO]
+    ordinal = page - cres[chunk, C_PLO]
     locations = _JobLocations([ch.where for ch in chunks], chunk, ordinal)
     return JobTable(rows, codecs=codecs, locations=locations, pages=np.cumsum(first) - 1)
 
@@ -367,17 +375,29 @@ def _check_crcs(src, pages, cres, bases, placed_chunks) -> None:
     Those of pages with jobs go with the jobs. Any mismatch goes to the
     reference (which raises).
     """
-    from . import kernels as K  # numba loads on first use, not with the package
+    # numba loads on first use, not with the package
+    from .scan_kernels import (
+        C_PHI,
+        C_PLO,
+        P_BSTART,
+        P_COMPRESSED,
+        P_CRC,
+        P_CSIZE,
+        P_HASCRC,
+        P_JHI,
+        P_JLO,
+        P_TYPE,
+    )
 
     for c in sorted(placed_chunks):
         base = int(bases[c])
-        for p in range(int(cres[c, K.C_PLO]), int(cres[c, K.C_PHI])):
-            if not pages[p, K.P_HASCRC] or int(pages[p, K.P_TYPE]) not in DECODED_PAGE_TYPES:
+        for p in range(int(cres[c, C_PLO]), int(cres[c, C_PHI])):
+            if not pages[p, P_HASCRC] or int(pages[p, P_TYPE]) not in DECODED_PAGE_TYPES:
                 continue
-            if pages[p, K.P_COMPRESSED] and pages[p, K.P_JHI] > pages[p, K.P_JLO]:
+            if pages[p, P_COMPRESSED] and pages[p, P_JHI] > pages[p, P_JLO]:
                 continue
-            start = base + int(pages[p, K.P_BSTART])
-            if zlib.crc32(src[start : start + int(pages[p, K.P_CSIZE])]) != int(pages[p, K.P_CRC]):
+            start = base + int(pages[p, P_BSTART])
+            if zlib.crc32(src[start : start + int(pages[p, P_CSIZE])]) != int(pages[p, P_CRC]):
                 raise _Refer
 
 
@@ -390,7 +410,10 @@ def _reference_chunks(src, chunks, rows, scanned: _ScanTables, max_page_bytes) -
         The reference raised on one: the batch goes to the reference path,
         which raises the first error in order.
     """
-    from . import kernels as K
+    # numba loads on first use, not with the package
+    from .codec_kernels import NJ
+    from .scan_kernels import C_PHI, C_PLO, C_STATUS, NP
+    from .thrift_kernels import FALLBACK, OK
 
     cres = scanned.chunks.copy()
     pages, jobs, blob = scanned.pages, scanned.jobs, scanned.blob
@@ -399,16 +422,16 @@ def _reference_chunks(src, chunks, rows, scanned: _ScanTables, max_page_bytes) -
     blob_parts = [blob]
     npg, nj, nb = len(pages), len(jobs), len(blob)
     for c, ch in enumerate(chunks):
-        if cres[c, K.C_STATUS] != K.FALLBACK:
+        if cres[c, C_STATUS] != FALLBACK:
             continue
         try:
             found = scan_chunk(src[ch.src_base : ch.src_base + ch.rng.length], ch.rng, ch.where,
                                max_page_bytes=max_page_bytes, keep_crc=True, num_rows=int(rows[c]))
         except HwdecompError:
             raise _Refer from None
-        prow = np.zeros((len(found), K.NP), np.int64)
+        prow = np.zeros((len(found), NP), np.int64)
         jrows = []
-        cres[c, K.C_PLO] = npg
+        cres[c, C_PLO] = npg
         for i, page in enumerate(found):
             jlo = nj
             header = b""
@@ -433,8 +456,8 @@ def _reference_chunks(src, chunks, rows, scanned: _ScanTables, max_page_bytes) -
             blob_parts.append(np.frombuffer(header, np.uint8))
             nb += len(header)
         npg += len(found)
-        cres[c, K.C_PHI] = npg
-        cres[c, K.C_STATUS] = K.OK
+        cres[c, C_PHI] = npg
+        cres[c, C_STATUS] = OK
         page_rows.append(prow)
-        job_rows.append(np.array(jrows, np.int64).reshape(-1, K.NJ))
+        job_rows.append(np.array(jrows, np.int64).reshape(-1, NJ))
     return _ScanTables(cres, np.concatenate(page_rows), np.concatenate(job_rows), np.concatenate(blob_parts))

@@ -10,9 +10,10 @@ the data pages' values add up to the row group's rows. A chunk failing any
 check gets a status (:data:`REASONS`) and goes to pyarrow, which then
 decodes it or raises its error as it would without the GPU.
 
-The Thrift compact helpers are those of :mod:`dask_hwdecomp.format.kernels`;
-a header they would not answer OK for (not decodable, or encoded in an
-unusual way) is a fallback here.
+Each page is read by the page walk of the format layer
+(:func:`~dask_hwdecomp.format.pagewalk.read_page`); a header it would not
+answer OK for (not decodable, or encoded in an unusual way) is a fallback
+here.
 """
 
 from __future__ import annotations
@@ -20,19 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..format.kernels import (
-    _NF,
-    _STOP,
-    _STRUCT,
-    MAX_FIELDS,
-    OK,
-    _bool_field,
-    _fields1,
-    _next_field,
-    _record,
-    _required_i32s,
-    _scalar,
-)
+from ..format import pagewalk as walk
+from ..format.thrift_kernels import OK, required_i32s
 
 __all__ = ["walk_chunks", "REASONS", "W_KIND", "W_ENCODING", "W_OFFSET", "W_SIZE", "W_VALUES", "W_DEF",
            "W_ROWS", "NW", "S_STATUS", "S_PAGE", "S_DETAIL", "S_PLO", "S_PHI", "S_END", "NS"]
@@ -86,60 +76,8 @@ REASONS = {
     R_DICT_KIND: "dictionary page of a BOOLEAN column",
 }
 
-_DATA_V1, _DICTIONARY, _DATA_V2 = 0, 2, 3  # PageType
 _K_DICTIONARY, _K_V1, _K_V2 = 0, 1, 2  # tables.PageKind
 _RLE, _BIT_PACKED, _PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = 3, 4, 0, 2, 8
-
-
-@njit(nogil=True, cache=True)
-def _page_header(b, pos, end, tbl0, tbl5, tbl7, tbl8, tblx, counts, lasts):
-    """Decode a PageHeader, each sub-struct into its own field table: (status, body start).
-
-    ``counts`` gets the field counts of the header and of its structs 5
-    (data page), 7 (dictionary page) and 8 (data page v2), -1 where absent.
-    """
-    counts[:] = -1
-    last = 0
-    nf = 0
-    while True:
-        st, pos, fid, ttype = _next_field(b, pos, end, last, tbl0, nf)
-        if st != OK:
-            return st, pos
-        if ttype == _STOP:
-            counts[0] = nf
-            return OK, pos
-        start = pos
-        if ttype == 1 or ttype == 2:  # compact booleans: the type carries the value
-            val, ttype = _bool_field(ttype)
-            canon = True
-        elif ttype == _STRUCT:
-            sub = tbl5 if fid == 5 else (tbl7 if fid == 7 else (tbl8 if fid == 8 else tblx))
-            st, pos, n = _fields1(b, pos, end, sub, _MAX_STRING, _MAX_DEPTH, lasts)
-            if st != OK:
-                return st, pos
-            if fid == 5:
-                counts[1] = n
-            elif fid == 7:
-                counts[2] = n
-            elif fid == 8:
-                counts[3] = n
-            val = 0
-            canon = True
-        else:
-            st, pos, val, canon = _scalar(b, pos, end, ttype, _MAX_STRING)
-            if st != OK:
-                return st, pos
-        nf = _record(tbl0, nf, fid, ttype, start, pos, val, canon)
-        last = fid
-
-
-@njit(nogil=True, cache=True)
-def _grow(a, need):
-    if need <= a.shape[0]:
-        return a
-    g = np.empty((max(need, 2 * a.shape[0]), a.shape[1]), a.dtype)
-    g[: a.shape[0]] = a
-    return g
 
 
 @njit(nogil=True, cache=True)
@@ -172,13 +110,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
     nc = starts.shape[0]
     res = np.zeros((nc, NS), np.int64)
     pages = np.empty((max(16, nc * 2), NW), np.int64)
-    tbl0 = np.empty((MAX_FIELDS, _NF), np.int64)
-    tbl5 = np.empty((MAX_FIELDS, _NF), np.int64)
-    tbl7 = np.empty((MAX_FIELDS, _NF), np.int64)
-    tbl8 = np.empty((MAX_FIELDS, _NF), np.int64)
-    tblx = np.empty((MAX_FIELDS, _NF), np.int64)
-    counts = np.zeros(4, np.int64)
-    lasts = np.zeros(_MAX_DEPTH + 2, np.int64)
+    tables, counts, lasts, sizes = walk.header_tables(_MAX_DEPTH)
     vals = np.zeros(3, np.int64)
     npg = 0
     for c in range(nc):
@@ -194,28 +126,22 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
             if ordinal > rows[c] + 1:
                 status = R_TOO_MANY
                 break
-            st, body = _page_header(buf, pos, end, tbl0, tbl5, tbl7, tbl8, tblx, counts, lasts)
+            st, body = walk.read_page(buf, pos, end, tables, counts, lasts, sizes, _MAX_STRING, _MAX_DEPTH)
             if st != OK:
-                status = R_HEADER
+                status = R_FIELD if st == walk.BAD_FIELD else (R_SIZE if st == walk.PAST_END else R_HEADER)
                 break
-            if not _required_i32s(tbl0, counts[0], 1, 2, 3, vals):
-                status = R_FIELD
-                break
-            ptype = vals[0]
-            usize = vals[1]
-            csize = vals[2]
-            if csize > end - body:
-                status = R_SIZE
-                break
+            ptype = sizes[0]
+            usize = sizes[1]
+            csize = sizes[2]
             if usize != csize:
                 status = R_STORED
                 break
-            pages = _grow(pages, npg + 1)
+            pages = walk.grow_rows(pages, npg + 1)
             pages[npg, W_OFFSET] = body
             pages[npg, W_SIZE] = usize
             pages[npg, W_DEF] = -1
-            if ptype == _DICTIONARY:
-                if counts[2] < 0 or not _required_i32s(tbl7, counts[2], 1, 2, 1, vals):
+            if ptype == walk.DICTIONARY_PAGE:
+                if not required_i32s(tables[walk.H_DICT], counts[walk.H_DICT], 1, 2, 1, vals):
                     status = R_FIELD
                     break
                 if ordinal != 0:
@@ -233,9 +159,9 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 pages[npg, W_ENCODING] = vals[1]
                 pages[npg, W_VALUES] = vals[0]
                 pages[npg, W_ROWS] = 0
-            elif ptype == _DATA_V1:
+            elif ptype == walk.DATA_PAGE:
                 # num_values, encoding, definition_level_encoding
-                if counts[1] < 0 or not _required_i32s(tbl5, counts[1], 1, 2, 3, vals):
+                if not required_i32s(tables[walk.H_DATA], counts[walk.H_DATA], 1, 2, 3, vals):
                     status = R_FIELD
                     break
                 if max_def[c] > 0 and vals[2] != _RLE:
@@ -246,15 +172,14 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 pages[npg, W_ENCODING] = vals[1]
                 pages[npg, W_VALUES] = vals[0]
                 pages[npg, W_ROWS] = vals[0]
-            elif ptype == _DATA_V2:
-                n8 = counts[3]
+            elif ptype == walk.DATA_PAGE_V2:
                 # num_values, num_nulls, num_rows; then encoding, definition and repetition level bytes
-                if n8 < 0 or not _required_i32s(tbl8, n8, 1, 2, 3, vals):
+                if not required_i32s(tables[walk.H_DATA_V2], counts[walk.H_DATA_V2], 1, 2, 3, vals):
                     status = R_FIELD
                     break
                 nv = vals[0]
                 nrows = vals[2]
-                if not _required_i32s(tbl8, n8, 4, 5, 6, vals):
+                if not required_i32s(tables[walk.H_DATA_V2], counts[walk.H_DATA_V2], 4, 5, 6, vals):
                     status = R_FIELD
                     break
                 if vals[2] != 0:
@@ -278,7 +203,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 status = R_PAGE_TYPE
                 detail = ptype
                 break
-            if ptype != _DICTIONARY:
+            if ptype != walk.DICTIONARY_PAGE:
                 enc = pages[npg, W_ENCODING]
                 if enc < 0 or enc >= allowed.shape[1] or allowed[cls[c], enc] == 0:
                     status = R_ENCODING
@@ -297,10 +222,6 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
             ordinal = -1
         if status != R_OK:
             npg = lo  # a failing chunk's pages are dropped
-        res[c, S_STATUS] = status
-        res[c, S_PAGE] = ordinal
-        res[c, S_DETAIL] = detail
-        res[c, S_PLO] = lo
-        res[c, S_PHI] = npg
-        res[c, S_END] = pos
+        res[c, S_STATUS], res[c, S_PAGE], res[c, S_DETAIL] = status, ordinal, detail
+        res[c, S_PLO], res[c, S_PHI], res[c, S_END] = lo, npg, pos
     return res, pages[:npg]
