@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dask_hwdecomp import hwdecomp, read_table
+from dask_hwdecomp import CorruptDataError, hwdecomp, read_table
 from dask_hwdecomp.report import ReadReport, collect_reports
 from dask_hwdecomp.routing import registry
 
@@ -184,3 +184,24 @@ def test_held_reads_in_a_loop_stay_within_the_zero_copy_share(standin_service, t
         assert backend.pool.stats()["held_bytes"] <= backend.pool.cap_bytes
     assert report.output_copies >= 2  # the second of the four on: past the share
     assert all(t.equals(pq.read_table(path)) for t in held)
+
+
+def test_a_footer_pyarrow_cannot_open_fails_on_the_gpu_path_as_without_it(standin_service, tmp_path):
+    # The file's Arrow schema is not base64 any more: the project's own
+    # footer reader plans it, pyarrow refuses to open it. The GPU decodes
+    # none of it, and pyarrow's decode of the image raises its error,
+    # located, exactly as with decode="cpu" (not pyarrow's raw error).
+    path = tmp_path / "bad-schema.parquet"
+    pq.write_table(pa.table({"a": np.arange(50), "b": np.arange(50.0)}), path, compression="snappy")
+    data = bytearray(path.read_bytes())
+    stored = pq.ParquetFile(path).metadata.metadata[b"ARROW:schema"]
+    data[data.find(stored) + 5] = ord("!")
+    path.write_bytes(bytes(data))
+    with pytest.raises(pa.ArrowInvalid, match="base64"):
+        pq.read_table(path)
+    raised = {}
+    for decode in ("cpu", "gpu"):
+        with pytest.raises(CorruptDataError) as info:
+            read_table(str(path), backend="auto", decode=decode)
+        raised[decode] = str(info.value)
+    assert raised["gpu"] == raised["cpu"] and "base64" in raised["cpu"], raised

@@ -536,3 +536,16 @@ def test_page_locations_name_the_page_as_the_file_holds_it():
         seen += where.page == len(ref) - 1
     assert seen == len(plan.chunks)
     assert plan.page_location(1) == PageLocation("f.parquet", 2, "s", 1)
+
+
+def test_a_footer_pyarrow_cannot_open_plans_no_column():
+    # pyarrow's decode of such an image raises its own error; the GPU takes none of it.
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"a": [1, 2, 3]}), buf, compression="none")
+    data = bytearray(buf.getvalue())
+    stored = pq.ParquetFile(pa.py_buffer(bytes(data))).metadata.metadata[b"ARROW:schema"]
+    data[data.find(stored) + 5] = ord("!")
+    with pytest.raises(pa.ArrowInvalid):
+        pq.ParquetFile(pa.py_buffer(bytes(data)))
+    plan = plan_file(np.frombuffer(bytes(data), np.uint8))
+    assert len(plan.chunks) == 0 and plan.gpu_columns == ({},) and plan.fallbacks == ({},)

@@ -169,11 +169,28 @@ def test_read_row_groups_equals_pyarrow(columns, row_groups, pandas_metadata):
     assert set(used) == {n for n in whole if n in expected.schema.names}
 
 
-def test_read_row_groups_refuses_a_decoded_column_of_other_length():
+def test_a_decoded_column_of_other_length_is_read_by_pyarrow_and_logged(caplog):
+    # A corrupt chunk whose pages hold other than its row group's rows: the
+    # read is pyarrow's, its result or its error, never a foreign one.
     buf = _uncompressed(_pandas_table(), row_group_size=100)
     short = pa.chunked_array([pa.array(np.arange(99))])
-    with pytest.raises(ValueError, match="decoded column 'key' holds 99 rows, the row groups read hold 100"):
-        read_row_groups(buf, [0], ["key"], {"key": short})
+    good = pq.ParquetFile(pa.BufferReader(buf)).read_row_groups([0], columns=["flag"]).column(0)
+    expected = pq.ParquetFile(pa.BufferReader(buf)).read_row_groups([0], columns=["key", "flag"],
+                                                                    use_pandas_metadata=True)
+    with caplog.at_level("WARNING", logger="dask_hwdecomp"):
+        got, used = read_row_groups(buf, [0], ["key", "flag"], {"key": short, "flag": good})
+    assert used == ("flag",) and got.equals(expected, check_metadata=True)
+    assert "GPU-decoded column 'key' holds 99 rows, the row groups read hold 100" in caplog.text
+
+
+def test_a_fragments_decoded_column_of_other_length_is_read_by_pyarrow():
+    buf = _uncompressed(_pandas_table(), row_group_size=100)
+    fragment = pa_ds.ParquetFileFormat().make_fragment(pa.BufferReader(buf))
+    rows = fragment.metadata.num_rows
+    short = pa.chunked_array([pa.array(np.arange(rows - 1))])
+    expected = fragment.to_table(columns=["key", "flag"])
+    got, used = fragment_to_table(fragment, None, ["key", "flag"], None, {"key": short})
+    assert used == () and got.equals(expected)
 
 
 def test_a_decoded_column_of_another_type_is_read_by_pyarrow():

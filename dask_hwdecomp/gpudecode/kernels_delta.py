@@ -91,6 +91,14 @@ def read_uleb(data, pos, end):
 
 
 @cuda.jit(device=True, cache=True)
+def _uleb_after(data, pos, end):
+    """:func:`read_uleb` after a read that may have failed: a failed one (pos -1) stays failed."""
+    if pos < 0:
+        return _U0, np.int64(-1)
+    return read_uleb(data, pos, end)
+
+
+@cuda.jit(device=True, cache=True)
 def unzigzag(v):
     """Zigzag-decode a uint64 (the result's bits are the signed value's)."""
     mask = _ALL if (v & _U1) != _U0 else _U0
@@ -127,15 +135,9 @@ def unpack(data, pos, bitoff, bw, end):
 def dbp_header(data, pos, end):
     """Parse a stream header -> (error, block size, miniblocks, total count, first value, next pos)."""
     bs, pos = read_uleb(data, pos, end)
-    if pos < 0:
-        return E_DELTA, 0, 0, 0, _U0, pos
-    mbs, pos = read_uleb(data, pos, end)
-    if pos < 0:
-        return E_DELTA, 0, 0, 0, _U0, pos
-    total, pos = read_uleb(data, pos, end)
-    if pos < 0:
-        return E_DELTA, 0, 0, 0, _U0, pos
-    first, pos = read_uleb(data, pos, end)
+    mbs, pos = _uleb_after(data, pos, end)
+    total, pos = _uleb_after(data, pos, end)
+    first, pos = _uleb_after(data, pos, end)
     if pos < 0:
         return E_DELTA, 0, 0, 0, _U0, pos
     # Block sizes are multiples of 128, miniblocks hold multiples of 32

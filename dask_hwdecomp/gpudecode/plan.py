@@ -14,6 +14,7 @@ then decodes it, or raises its own error, as it does without the GPU.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical
 from .types import CpuReason, GpuColumn, classify_columns, dictionary_reason, encoding_reason
 
 __all__ = ["DecodePlan", "ChunkColumn", "ImageSource", "plan_file", "plan_batch", "plan_sources"]
+
+logger = logging.getLogger("dask_hwdecomp")
 
 _NPHYS = max(Physical) + 1
 _NENC = max(Encoding) + 1
@@ -204,11 +207,10 @@ def plan_file(buf, columns: Collection[str] | None = None, row_groups: Sequence[
     DecodePlan
         With ``ranges`` relative to ``buf``; one image.
 
-    Raises
-    ------
-    pyarrow.ArrowException
-        Only where pyarrow cannot open the file's footer (anything wrong in
-        a column chunk or page leaves the column to pyarrow instead).
+    A footer pyarrow cannot open (its Arrow schema corrupt, a type it
+    refuses) leaves the whole file to pyarrow: the plan holds none of its
+    columns, and pyarrow's own decode raises its error. Anything wrong in a
+    column chunk or page leaves that column to pyarrow.
     """
     return plan_sources([ImageSource(_as_bytes(buf), 0, path, None)], columns, row_groups=[row_groups],
                         read_dictionary=read_dictionary)
@@ -235,10 +237,8 @@ def plan_batch(images, columns: Collection[str] | None = None, *, within=None,
     -------
     DecodePlan
 
-    Raises
-    ------
-    pyarrow.ArrowException
-        Only where pyarrow cannot open an image's footer.
+    An image whose footer pyarrow cannot open gets no GPU column (see
+    :func:`plan_file`).
     """
     if within is not None:
         host_address = int(_as_bytes(within).ctypes.data) if len(memoryview(within)) else 0
@@ -288,14 +288,21 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
     wanted = None if columns is None else set(columns)
     try:
         pf = pq.ParquetFile(pa.py_buffer(src.data), read_dictionary=list(read_dictionary) or None)
+        md = pf.metadata
+        classes = classify_columns(pf.schema, pf.schema_arrow)
+    except (pa.ArrowException, OSError) as exc:
+        # A footer pyarrow cannot open (a corrupt schema, a type it refuses):
+        # the GPU decodes nothing of it, and pyarrow's decode of the image
+        # raises its own error there, located, as without a GPU.
+        logger.info("%s: the GPU decodes none of its columns: pyarrow cannot open it (%s: %s)", src.path,
+                    type(exc).__name__, exc)
+        return None, {}, {}, []
     except UnicodeDecodeError:
         # pyarrow's dataset reader, which decodes the image, reads such a file:
         # the columns are left to it, under the names it prints.
         image = pa_ds.ParquetFileFormat().make_fragment(pa.BufferReader(pa.py_buffer(src.data)))
         names = field_names(image.physical_schema)
         return image.metadata, {}, {n: NAME_NOT_UTF8 for n in names if wanted is None or n in wanted}, []
-    md = pf.metadata
-    classes = classify_columns(pf.schema, pf.schema_arrow)
     fields = set(pf.schema_arrow.names)
     gpu: dict[int, GpuColumn] = {}
     fallbacks: dict[str, str] = {}

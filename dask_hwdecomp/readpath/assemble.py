@@ -16,6 +16,7 @@ pyarrow as before.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
@@ -24,6 +25,8 @@ import pyarrow.dataset as pa_ds
 import pyarrow.parquet as pq
 
 __all__ = ["read_row_groups", "fragment_to_table", "ImageTable"]
+
+logger = logging.getLogger("dask_hwdecomp")
 
 
 class ImageTable(NamedTuple):
@@ -46,12 +49,19 @@ def _unique(names) -> list:
     return list(dict.fromkeys(names))
 
 
-def _check_rows(decoded: Mapping[str, pa.ChunkedArray], names, rows: int) -> None:
-    for name in names:
-        if len(decoded[name]) != rows:
-            raise ValueError(
-                f"decoded column {name!r} holds {len(decoded[name])} rows, the row groups read hold {rows}"
-            )
+def _of_length(decoded: Mapping[str, pa.ChunkedArray], names, rows: int) -> set:
+    """The decoded columns of ``names`` that hold ``rows`` rows; pyarrow decodes the others.
+
+    A column chunk whose pages hold other than its row group's rows (a
+    corrupt footer or page header) decodes to another length on the GPU;
+    pyarrow, reading it from the image, gives the read pyarrow's own
+    result or error, and the report counts it as decoded but not usable.
+    """
+    wrong = {n: len(decoded[n]) for n in names if len(decoded[n]) != rows}
+    for name, got in wrong.items():
+        logger.warning("GPU-decoded column %r holds %d rows, the row groups read hold %d: pyarrow decodes it",
+                       name, got, rows)
+    return {n for n in names if n not in wrong}
 
 
 def read_row_groups(
@@ -78,10 +88,8 @@ def read_row_groups(
     use_pandas_metadata, use_threads, **read_kwargs
         As for ``ParquetFile.read_row_groups``.
 
-    Raises
-    ------
-    ValueError
-        A decoded column whose length is not the row groups' row count.
+    A decoded column whose length is not the row groups' row count is
+    decoded by pyarrow instead (see :func:`_of_length`).
     """
     pf = pq.ParquetFile(pa.BufferReader(buffer))
     rgs = list(range(pf.metadata.num_row_groups)) if list(row_groups) == [None] else list(row_groups)
@@ -89,15 +97,14 @@ def read_row_groups(
     empty = pf.read_row_groups([], columns=columns, use_threads=use_threads,
                                use_pandas_metadata=use_pandas_metadata, **read_kwargs)
     names = empty.schema.names
-    used = _usable(decoded, empty.schema, columns)
+    rows = sum(pf.metadata.row_group(i).num_rows for i in rgs)
+    used = _of_length(decoded, _usable(decoded, empty.schema, columns), rows)
     if not used:
         return ImageTable(
             pf.read_row_groups(rgs, columns=columns, use_threads=use_threads,
                                use_pandas_metadata=use_pandas_metadata, **read_kwargs),
             (),
         )
-    rows = sum(pf.metadata.row_group(i).num_rows for i in rgs)
-    _check_rows(decoded, used, rows)
     wanted = list(pf.schema_arrow.names) if columns is None else list(columns)
     if use_pandas_metadata:
         # The index columns pyarrow would add, named explicitly so that a
@@ -140,10 +147,8 @@ def fragment_to_table(
     the columns ``filter`` refers to, as the image was planned with them
     (a column the image does not hold reads as no rows).
 
-    Raises
-    ------
-    ValueError
-        A decoded column whose length is not the fragment's row count.
+    A decoded column whose length is not the fragment's row count is
+    decoded by pyarrow instead (see :func:`_of_length`).
     """
     empty = fragment.subset(row_group_ids=[]).to_table(
         schema=schema, columns=columns, filter=filter, use_threads=use_threads
@@ -157,7 +162,10 @@ def fragment_to_table(
     if not used or any(c not in fields.names for c in needed):
         return ImageTable(fragment.to_table(schema=schema, columns=columns, filter=filter, use_threads=use_threads), ())
     rest = fragment.to_table(schema=schema, columns=[n for n in needed if n not in used], use_threads=use_threads)
-    _check_rows(decoded, used, rest.num_rows)
+    fitting = _of_length(decoded, used, rest.num_rows)
+    if fitting != used:
+        return fragment_to_table(fragment, schema, columns, filter, {n: decoded[n] for n in fitting}, filtered_on,
+                                 use_threads=use_threads)
     whole = rest
     for name in needed:
         if name in used:
