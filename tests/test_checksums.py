@@ -277,6 +277,20 @@ def _refuses(path, **kw):
         pq.read_table(path, **kw)
 
 
+def _each_refused(tmp_path, cases, match: str, checks_pages: bool, **read):
+    """Every flipped case: pyarrow refuses it, and our read raises a ChecksumError naming its page."""
+    for case in cases:
+        bad = tmp_path / "bad.parquet"
+        bad.write_bytes(case.data)
+        if checks_pages:
+            _refuses(bad, page_checksum_verification=True)
+        else:
+            _refuses(bad)
+        with pytest.raises(ChecksumError, match=match) as info:
+            dask_hwdecomp.read_table(bad, cpu_retry=True, **read)
+        assert info.value.location.page is not None
+
+
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
 def test_gzip_flips_that_still_inflate_are_refused_by_default(tmp_path, version):
     path = cc.write(tmp_path / "g.parquet", "gzip", version=version)
@@ -337,25 +351,14 @@ def test_page_crc_flips_are_refused_through_the_engine_stand_in(tmp_path, engine
     # The page CRC-32s ran in the engine's batches, through its checksummer.
     pages = [p for p in cc._pages(path)]
     assert len(engine_route.checksummer.chunks) >= len(pages)
-    for case in cc.page_crc_flips(path, limit=3):
-        bad = tmp_path / "bad.parquet"
-        bad.write_bytes(case.data)
-        _refuses(bad, page_checksum_verification=True)
-        with pytest.raises(ChecksumError, match="page CRC-32") as info:
-            dask_hwdecomp.read_table(bad, backend="hardware", verify_checksums=True, cpu_retry=True)
-        assert info.value.location.page is not None
+    _each_refused(tmp_path, cc.page_crc_flips(path, limit=3), "page CRC-32", True, backend="hardware",
+                  verify_checksums=True)
 
 
 def test_zstd_checksummed_frames_read_and_flips_are_refused(tmp_path):
     path = cc.zstd_checksummed(tmp_path)
     assert dask_hwdecomp.read_table(path, backend="cpu").equals(pq.read_table(path))
-    for case in cc.zstd_flips(path, limit=3):
-        bad = tmp_path / "bad.parquet"
-        bad.write_bytes(case.data)
-        _refuses(bad)
-        with pytest.raises(ChecksumError, match="zstd") as info:
-            dask_hwdecomp.read_table(bad, backend="cpu", cpu_retry=True)
-        assert info.value.location.page is not None
+    _each_refused(tmp_path, cc.zstd_flips(path, limit=3), "zstd", False, backend="cpu")
 
 
 @pytest.mark.parametrize("codec", ["snappy", "gzip", "lz4", "zstd", "none"])
@@ -363,10 +366,5 @@ def test_page_crc_flips_are_refused_with_verify_checksums(tmp_path, codec):
     path = cc.write(tmp_path / f"{codec}.parquet", codec, checksums=True)
     assert dask_hwdecomp.read_table(path, backend="cpu", verify_checksums=True).equals(
         pq.read_table(path, page_checksum_verification=True))
-    for case in cc.page_crc_flips(path, limit=4):
-        bad = tmp_path / "bad.parquet"
-        bad.write_bytes(case.data)
-        _refuses(bad, page_checksum_verification=True)
-        with pytest.raises(ChecksumError, match="page CRC-32") as info:
-            dask_hwdecomp.read_table(bad, backend="cpu", verify_checksums=True, cpu_retry=True)
-        assert info.value.location.page is not None
+    _each_refused(tmp_path, cc.page_crc_flips(path, limit=4), "page CRC-32", True, backend="cpu",
+                  verify_checksums=True)
