@@ -14,6 +14,7 @@ Every launch and copy goes to the caller's stream (a numba stream, or 0).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,7 +35,7 @@ from .kernels_fixed import (
 from .kernels_levels import SCAN_SLOTS, levels_kernel
 from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical, place_outputs
 
-__all__ = ["DecodeState", "Measured", "Decoded", "measure", "write", "decode_host"]
+__all__ = ["DecodeState", "DecodeStep", "STEPS", "Measured", "Decoded", "measure", "write", "decode_host"]
 
 # Threads a block: the simulator runs one Python thread per CUDA thread,
 # so it gets small blocks and few of them (the kernels loop over the rest).
@@ -286,22 +287,73 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> Mea
     return Measured(chunks, pages, state)
 
 
-def _measure(s: DecodeState) -> None:
+def _measure_levels(s: DecodeState) -> None:
+    """Levels, value ranges and dictionary indices of every page (each later step reads them)."""
     st = s.stream
-    if s.num_pages:
-        levels_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
-            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.vrow, s.row_page, s.vstart, s.vend)
-        check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](
-            s.data.shape[0], s.chunks_d, s.pages_d, s.vstart, s.vend)
-        if s.idx.shape[0]:
-            dict_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
-                s.data, s.chunks_d, s.pages_d, s.vstart, s.vend, s.vrow, s.idx)
-    if s.has_bytes:
-        kernels_bytes_measure.measure_bytes(s)
-    if s.has_delta:
-        kernels_delta.measure_delta(s)
-    if s.num_chunks:
-        totals_kernel[_grid(s.num_chunks, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.pages_d)
+    levels_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
+        s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.vrow, s.row_page, s.vstart, s.vend)
+    check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](
+        s.data.shape[0], s.chunks_d, s.pages_d, s.vstart, s.vend)
+    if s.idx.shape[0]:
+        dict_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
+            s.data, s.chunks_d, s.pages_d, s.vstart, s.vend, s.vrow, s.idx)
+
+
+def _measure_totals(s: DecodeState) -> None:
+    totals_kernel[_grid(s.num_chunks, _ROW_THREADS), _ROW_THREADS, s.stream](s.chunks_d, s.pages_d)
+
+
+def _write_validity(s: DecodeState, out) -> None:
+    validity_kernel[_grid(s.bitmap_bytes, _ROW_THREADS), _ROW_THREADS, s.stream](
+        s.chunks_d, s.byte_base, s.valid, out)
+
+
+def _write_bool(s: DecodeState, out) -> None:
+    bool_kernel[_grid(s.bitmap_bytes, _ROW_THREADS), _ROW_THREADS, s.stream](
+        s.data, s.chunks_d, s.pages_d, s.byte_base, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
+
+
+def _write_fixed(s: DecodeState, out) -> None:
+    fixed_kernel[_grid(s.total_rows, _ROW_THREADS), _ROW_THREADS, s.stream](
+        s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out,
+        out[: out.shape[0] // 4 * 4].view(np.int32), out[: out.shape[0] // 8 * 8].view(np.int64))
+
+
+class DecodeStep(NamedTuple):
+    """One kind of decoding: when a batch needs it, and its launches in the measure and the write.
+
+    ``present(state)`` says whether the batch holds pages of that kind;
+    ``measure(state)`` and ``write(state, out)`` queue the kind's kernels
+    on ``state.stream`` (None: the kind has no launch in that pass).
+    """
+
+    name: str
+    present: Callable[[DecodeState], bool]
+    measure: Callable[[DecodeState], None] | None
+    write: Callable[[DecodeState, Any], None] | None
+
+
+# The launches of a decode, in order: each pass runs the steps whose kind
+# the batch holds. Adding a kind of decoding is one entry here (its
+# kernels in a module of their own, its flag in DecodeState).
+STEPS: tuple[DecodeStep, ...] = (
+    DecodeStep(name="levels", present=lambda s: s.num_pages > 0, measure=_measure_levels, write=None),
+    DecodeStep(name="validity", present=lambda s: s.bitmap_bytes > 0 and s.has_nullable, measure=None,
+               write=_write_validity),
+    DecodeStep(name="bool", present=lambda s: s.bitmap_bytes > 0 and s.has_bool, measure=None, write=_write_bool),
+    DecodeStep(name="fixed", present=lambda s: s.total_rows > 0, measure=None, write=_write_fixed),
+    DecodeStep(name="bytes", present=lambda s: s.has_bytes, measure=kernels_bytes_measure.measure_bytes,
+               write=kernels_bytes_write.write_bytes),
+    DecodeStep(name="delta", present=lambda s: s.has_delta, measure=kernels_delta.measure_delta,
+               write=kernels_delta.write_delta),
+    DecodeStep(name="totals", present=lambda s: s.num_chunks > 0, measure=_measure_totals, write=None),
+)
+
+
+def _measure(s: DecodeState) -> None:
+    for step in STEPS:
+        if step.measure is not None and step.present(s):
+            step.measure(s)
 
 
 def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.ndarray:
@@ -332,20 +384,9 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
     s = state
     if out.shape[0]:
         zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, st](out)
-    total_bytes = s.bitmap_bytes
-    if total_bytes and s.has_nullable:
-        validity_kernel[_grid(total_bytes, _ROW_THREADS), _ROW_THREADS, st](s.chunks_d, s.byte_base, s.valid, out)
-    if total_bytes and s.has_bool:
-        bool_kernel[_grid(total_bytes, _ROW_THREADS), _ROW_THREADS, st](
-            s.data, s.chunks_d, s.pages_d, s.byte_base, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
-    if s.total_rows:
-        fixed_kernel[_grid(s.total_rows, _ROW_THREADS), _ROW_THREADS, st](
-            s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out,
-            out[: out.shape[0] // 4 * 4].view(np.int32), out[: out.shape[0] // 8 * 8].view(np.int64))
-    if s.has_bytes:
-        kernels_bytes_write.write_bytes(s, out)
-    if s.has_delta:
-        kernels_delta.write_delta(s, out)
+    for step in STEPS:
+        if step.write is not None and step.present(s):
+            step.write(s, out)
     errors = s.pages_d.copy_to_host(stream=st)["error"]
     if st != 0:
         st.synchronize()
