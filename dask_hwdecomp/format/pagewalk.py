@@ -44,7 +44,7 @@ from .thrift_kernels import (
 )
 
 __all__ = ["DATA_PAGE", "DICTIONARY_PAGE", "DATA_PAGE_V2", "H_PAGE", "H_DATA", "H_DICT", "H_DATA_V2", "H_OTHER",
-           "NH", "BAD_FIELD", "PAST_END", "is_decoded", "header_tables", "read_page_header", "read_page",
+           "NH", "BAD_FIELD", "PAST_END", "is_decoded", "header_tables", "read_page",
            "grow_rows", "grow_bytes"]
 
 # PageType (structs.PageType)
@@ -88,23 +88,31 @@ def header_tables(max_depth):
 
 
 @njit(nogil=True, cache=True)
-def read_page_header(b, pos, end, tables, counts, lasts, max_string, max_depth):
-    """Decode a PageHeader (lazily below depth 1) into its header tables.
+def read_page(b, pos, end, tables, counts, lasts, sizes, max_string, max_depth):
+    """Read the page whose header starts at ``pos``: its header, type and sizes, within the chunk.
+
+    The PageHeader is decoded (lazily below depth 1) into its header
+    tables, then its type and sizes are checked. One function, not a header
+    read and a check: a call more per page, passing the tables' tuple,
+    made the host scan a fifth slower.
 
     Parameters
     ----------
     b : uint8 array
     pos, end : int
         Where the header starts; the end of the chunk.
-    tables, counts, lasts
-        From :func:`header_tables`.
+    tables, counts, lasts, sizes
+        From :func:`header_tables`; ``sizes`` gets the page's ``type``,
+        ``uncompressed_page_size`` and ``compressed_page_size``.
     max_string, max_depth : int
         The Thrift limits (:class:`~dask_hwdecomp.format.thrift.Limits`).
 
     Returns
     -------
     status, body
-        The Thrift status and, where OK, the first byte after the header.
+        The status: a Thrift status of the header, :data:`BAD_FIELD` or
+        :data:`PAST_END`; and the first byte of the page's body (where the
+        header reads OK).
     """
     for k in range(NH):
         counts[k] = -1
@@ -117,6 +125,10 @@ def read_page_header(b, pos, end, tables, counts, lasts, max_string, max_depth):
             return st, pos
         if ttype == STOP:  # a rewrite writes a plain STOP, as the reference re-encodes it
             counts[H_PAGE] = nf
+            if not required_i32s(top, nf, 1, 2, 3, sizes):
+                return BAD_FIELD, pos
+            if sizes[2] > end - pos:
+                return PAST_END, pos
             return OK, pos
         start = pos
         if ttype == BOOL_TRUE or ttype == BOOL_FALSE:
@@ -143,37 +155,6 @@ def read_page_header(b, pos, end, tables, counts, lasts, max_string, max_depth):
                 return st, pos
         nf = record_field(top, nf, fid, ttype, start, pos, val, canon)
         last = fid
-
-
-@njit(nogil=True, cache=True)
-def read_page(b, pos, end, tables, counts, lasts, sizes, max_string, max_depth):
-    """Read the page whose header starts at ``pos``: its header, type and sizes, within the chunk.
-
-    Parameters
-    ----------
-    b : uint8 array
-    pos, end : int
-        Where the header starts; the end of the chunk.
-    tables, counts, lasts, sizes
-        From :func:`header_tables`; ``sizes`` gets the page's ``type``,
-        ``uncompressed_page_size`` and ``compressed_page_size``.
-    max_string, max_depth : int
-        The Thrift limits.
-
-    Returns
-    -------
-    status, body
-        The status: a Thrift status of the header, :data:`BAD_FIELD` or
-        :data:`PAST_END`; and the first byte of the page's body.
-    """
-    st, body = read_page_header(b, pos, end, tables, counts, lasts, max_string, max_depth)
-    if st != OK:
-        return st, body
-    if not required_i32s(tables[H_PAGE], counts[H_PAGE], 1, 2, 3, sizes):
-        return BAD_FIELD, body
-    if sizes[2] > end - body:
-        return PAST_END, body
-    return OK, body
 
 
 @njit(nogil=True, cache=True)

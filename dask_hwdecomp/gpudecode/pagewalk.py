@@ -111,6 +111,8 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
     res = np.zeros((nc, NS), np.int64)
     pages = np.empty((max(16, nc * 2), NW), np.int64)
     tables, counts, lasts, sizes = walk.header_tables(_MAX_DEPTH)
+    # the field tables out of the tuple once: a view made per page costs time
+    t5, t7, t8 = tables[walk.H_DATA], tables[walk.H_DICT], tables[walk.H_DATA_V2]
     vals = np.zeros(3, np.int64)
     npg = 0
     for c in range(nc):
@@ -141,7 +143,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
             pages[npg, W_SIZE] = usize
             pages[npg, W_DEF] = -1
             if ptype == walk.DICTIONARY_PAGE:
-                if not required_i32s(tables[walk.H_DICT], counts[walk.H_DICT], 1, 2, 1, vals):
+                if not required_i32s(t7, counts[walk.H_DICT], 1, 2, 1, vals):
                     status = R_FIELD
                     break
                 if ordinal != 0:
@@ -161,7 +163,7 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 pages[npg, W_ROWS] = 0
             elif ptype == walk.DATA_PAGE:
                 # num_values, encoding, definition_level_encoding
-                if not required_i32s(tables[walk.H_DATA], counts[walk.H_DATA], 1, 2, 3, vals):
+                if not required_i32s(t5, counts[walk.H_DATA], 1, 2, 3, vals):
                     status = R_FIELD
                     break
                 if max_def[c] > 0 and vals[2] != _RLE:
@@ -174,12 +176,12 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 pages[npg, W_ROWS] = vals[0]
             elif ptype == walk.DATA_PAGE_V2:
                 # num_values, num_nulls, num_rows; then encoding, definition and repetition level bytes
-                if not required_i32s(tables[walk.H_DATA_V2], counts[walk.H_DATA_V2], 1, 2, 3, vals):
+                if not required_i32s(t8, counts[walk.H_DATA_V2], 1, 2, 3, vals):
                     status = R_FIELD
                     break
                 nv = vals[0]
                 nrows = vals[2]
-                if not required_i32s(tables[walk.H_DATA_V2], counts[walk.H_DATA_V2], 4, 5, 6, vals):
+                if not required_i32s(t8, counts[walk.H_DATA_V2], 4, 5, 6, vals):
                     status = R_FIELD
                     break
                 if vals[2] != 0:
