@@ -549,3 +549,30 @@ def test_a_footer_pyarrow_cannot_open_plans_no_column():
         pq.ParquetFile(pa.py_buffer(bytes(data)))
     plan = plan_file(np.frombuffer(bytes(data), np.uint8))
     assert len(plan.chunks) == 0 and plan.gpu_columns == ({},) and plan.fallbacks == ({},)
+
+
+def test_a_chunk_whose_type_is_not_its_columns_is_left_to_pyarrow(tmp_path):
+    # A footer whose ColumnMetaData says DOUBLE for a FLOAT column: pyarrow
+    # refuses the chunk, and so must the read; the GPU must not decode it.
+    from dask_hwdecomp.format.structs import ColumnChunk, ColumnMetaData, FileMetaData, RowGroup
+    from dask_hwdecomp.format.thrift import T
+
+    from fuzzing import _with_footer, file_map
+
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"f": pa.array([1.5, 2.5], pa.float32()), "i": [1, 2]}), path, compression="none")
+    fm = file_map(path)
+    meta = fm.footer.copy()
+    group = meta.get_value(FileMetaData.row_groups)[1][0].copy()
+    cols = [c.copy() for c in group.get_value(RowGroup.columns)[1]]
+    md = cols[0].get_value(ColumnChunk.meta_data).copy()
+    md[ColumnMetaData.type] = (T.I32, 5)  # DOUBLE
+    cols[0][ColumnChunk.meta_data] = (T.STRUCT, md)
+    group[RowGroup.columns] = (T.LIST, (T.STRUCT, cols))
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, [group]))
+    data = _with_footer(fm, meta)
+    with pytest.raises(OSError, match="does not match"):
+        pq.read_table(pa.py_buffer(data))
+    plan = plan_file(np.frombuffer(data, np.uint8))
+    assert "f" not in plan.gpu_columns[0] and "i" in plan.gpu_columns[0]
+    assert "column chunk of type DOUBLE, the schema's is FLOAT" in plan.fallbacks[0]["f"]

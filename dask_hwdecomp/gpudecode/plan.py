@@ -325,6 +325,11 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
             if col.name in fallbacks:
                 continue
             cc = rg_meta.column(leaf)
+            if cc.physical_type != pf.schema.column(leaf).physical_type:
+                # pyarrow refuses such a chunk: its decode of the image says so
+                fallbacks[col.name] = (f"row group {src.original_row_group(rg)}: column chunk of type "
+                                       f"{cc.physical_type}, the schema's is {pf.schema.column(leaf).physical_type}")
+                continue
             got = _chunk_bytes(cc, footer)
             if isinstance(got, str):
                 fallbacks[col.name] = f"row group {src.original_row_group(rg)}: {got}"
