@@ -124,6 +124,8 @@ def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, 
             (_frame(b'{"kind": "Exec", "code": "import os"}'), "unknown message kind 'Exec'"),
             (_frame(b'{"kind": "Forget", "seg_id": 1, "extra": 2}'), "Forget has fields"),
             (_frame(b'{"kind": "Forget", "seg_id": true}'), "Forget.seg_id is a boolean"),
+            (_frame(b'{"kind": "Drop", "kept": ["1"]}'), "Drop.kept holds other than integers"),
+            (_frame(b'{"kind": "Drop", "kept": [1, true]}'), "Drop.kept holds other than integers"),
             (_frame(b'{"kind": "Hello", "name": "x", "algorithms": [], "max_job_bytes": 1, '
                     b'"overwrites_gaps": false, "service_pid": 1}'), "a client may not send Hello"),
         ]

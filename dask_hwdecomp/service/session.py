@@ -43,11 +43,6 @@ logger = logging.getLogger(__name__)
 MAX_PENDING_DECODES = 64
 
 
-def _tokens(values: list) -> list[int]:
-    """The kept-pages tokens a message names (the wire lets a list be all strings: none then)."""
-    return [t for t in values if isinstance(t, int)]
-
-
 @dataclass(eq=False)
 class Session:
     """One client: its reader thread, its segments, its runs in flight.
@@ -189,7 +184,7 @@ class Session:
                 if pending is not None:
                     pending.close()
             elif isinstance(msg, wire.Drop):
-                self.service.kept.drop(self, _tokens(msg.kept))
+                self.service.kept.drop(self, msg.kept)
             elif isinstance(msg, wire.Forget):
                 self.segments.forget(msg.seg_id)
             elif isinstance(msg, wire.StatsRequest):
@@ -334,7 +329,7 @@ class Session:
         from ..gpudecode.hosted import DecodeRequest
         from ..gpudecode.merge import PlanRecords
 
-        kept = self.service.kept.take(self, _tokens(msg.kept), msg.src_seg, msg.src_offset, msg.src_nbytes)
+        kept = self.service.kept.take(self, msg.kept, msg.src_seg, msg.src_offset, msg.src_nbytes)
         try:
             decoder = self.service.decoder()
             src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)

@@ -79,13 +79,19 @@ class Message:
 
 # A field's annotation -> the Python types its JSON value may have.
 _TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "str": (str,), "bool": (bool,), "dict": (dict,), "list": (list,),
+    "int": (int,), "str": (str,), "bool": (bool,), "dict": (dict,), "list[int]": (list,), "list[str]": (list,),
     "int | None": (int, type(None)),
 }
+# A list field's annotation -> the type of every item.
+_ITEMS: dict[str, type] = {"list[int]": int, "list[str]": str}
 
 
 def _types(cls: type[Message]) -> dict[str, tuple[type, ...]]:
     return {f.name: _TYPES[str(f.type)] for f in dataclasses.fields(cls)}
+
+
+def _item_types(cls: type[Message]) -> dict[str, type]:
+    return {f.name: _ITEMS[str(f.type)] for f in dataclasses.fields(cls) if str(f.type) in _ITEMS}
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,7 @@ class Measure(Message):
     nranges: int
     nchunks: int
     npages: int
-    kept: list
+    kept: list[int]
 
 
 @dataclass(frozen=True)
@@ -181,7 +187,7 @@ class Discard(Message):
 class Drop(Message):
     """Client to service: the outputs of these runs kept on the device are not needed any more."""
 
-    kept: list
+    kept: list[int]
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,7 @@ class Hello(Message):
     """Service to client: the attached backend's capabilities."""
 
     name: str
-    algorithms: list
+    algorithms: list[str]
     max_job_bytes: int | None
     overwrites_gaps: bool
     service_pid: int
@@ -250,8 +256,8 @@ class Measured(Message):
     """Service to client: the measure ``rid`` (per chunk null counts and string bytes)."""
 
     rid: int
-    null_counts: list
-    data_bytes: list
+    null_counts: list[int]
+    data_bytes: list[int]
 
 
 @dataclass(frozen=True)
@@ -294,6 +300,7 @@ class Refused(Message):
 MESSAGES = dict(Message.kinds)
 # field name -> accepted Python types (bool is never an int here)
 _FIELD_TYPES = {name: _types(cls) for name, cls in MESSAGES.items()}
+_ITEM_TYPES = {name: _item_types(cls) for name, cls in MESSAGES.items()}
 
 
 def _decode(obj: Any) -> Message:
@@ -316,10 +323,10 @@ def _decode(obj: Any) -> Message:
         if isinstance(value, dict) and not all(
                 isinstance(k, str) and isinstance(v, _Scalar) for k, v in value.items()):
             raise WireError(f"{kind}.{name} holds more than names and plain values")
-        if isinstance(value, list) and not (
-                all(isinstance(v, str) for v in value)
-                or all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
-            raise WireError(f"{kind}.{name} holds more than strings or more than integers")
+        if isinstance(value, list):
+            item = _ITEM_TYPES[kind][name]
+            if not all(isinstance(v, item) and not isinstance(v, bool) for v in value):
+                raise WireError(f"{kind}.{name} holds other than {'integers' if item is int else 'strings'}")
     return cls(**fields)
 
 
