@@ -157,7 +157,7 @@ def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, 
         with pytest.raises(EOFError):
             wire.receive(sock)
     sock.close()
-    assert caplog.text.count("refused a message") == 9
+    assert caplog.text.count("refused a message") == 11
 
 
 def test_a_killed_service_is_started_again_and_the_next_read_succeeds(service_dir):
