@@ -184,7 +184,7 @@ def test_measure_leaves_the_records_alone_and_state_closes():
     from dask_hwdecomp.gpudecode.cuda_jit import cuda
 
     stream = cuda.stream()
-    m = measure(data, chunks, pages, stream)
+    m = measure(data, chunks, pages, stream=stream)
     with m.state as state:
         assert isinstance(state, DecodeState) and state.valid is not None
         assert m.chunks["null_count"].sum() > 0 and m.pages["nonnull"].sum() > 0

@@ -96,11 +96,11 @@ class _File:
 
 def _decode(f: _File, measure, write, place_outputs) -> int:
     """Measure, place and write one file on the device; its pages with an error."""
-    m = measure(f.data, f.chunks, f.pages)
+    m = measure(f.data, f.chunks, f.pages, stream=0)
     with m.state as state:
         placed = m.chunks.copy()
         place_outputs(placed)
-        errors = write(state, placed, f.out)
+        errors = write(state, placed, f.out, stream=0)
     return int(np.count_nonzero(errors) + np.count_nonzero(m.pages["error"]))
 
 
@@ -158,7 +158,7 @@ def measure_gpudecode(paths: Sequence[Path], repeats: int, tick: Callable[[], An
         gathered.append(plan.gather(buf))
         data = cuda.to_device(gathered[-1])
         # The output's size needs the measured records: measure once now.
-        m = measure(data, plan.chunks, plan.pages)
+        m = measure(data, plan.chunks, plan.pages, stream=0)
         with m.state:
             placed = m.chunks.copy()
             size = place_outputs(placed)
@@ -239,12 +239,12 @@ def _time_merged(files: list[_File], gathered: list[np.ndarray], repeats: int,
     for _ in range(repeats):
         cuda.synchronize()
         t0 = time.perf_counter()
-        m = measure(data, merged.chunks, merged.pages)
+        m = measure(data, merged.chunks, merged.pages, stream=0)
         with m.state as state:
             placed = m.chunks.copy()
             if int(place_members(merged, placed)[-1]) > out.shape[0]:
                 raise RuntimeError("the merged files measured more output than each file alone")
-            errors = write(state, placed, out)
+            errors = write(state, placed, out, stream=0)
         cuda.synchronize()
         seconds.append(time.perf_counter() - t0)
         if tick:

@@ -89,7 +89,7 @@ class DecodeState:
     page_bytes: Any
     page_base: Any
 
-    def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> None:
+    def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> None:
         self.stream = stream
         self.data = data
         self.num_chunks = len(chunks)
@@ -242,7 +242,7 @@ def _is_device(a) -> bool:
     return hasattr(a, "copy_to_host")
 
 
-def measure(data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> Measured:
+def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Measured:
     """Measure a decode batch: levels, value counts, dictionary indices, string lengths.
 
     Parameters
@@ -252,6 +252,8 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> Mea
     chunks, pages : numpy arrays of :data:`CHUNK`, :data:`PAGE`
         The plan's records (not modified).
     stream : numba stream or 0
+        Keyword, required: every launch and copy goes there (0, the
+        default stream, only where the caller waits for each step).
 
     Returns
     -------
@@ -269,7 +271,7 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, stream: Any = 0) -> Mea
         chunks[name] = 0
     for name in ("nonnull", "error"):
         pages[name] = 0
-    state = DecodeState(data, chunks, pages, stream)
+    state = DecodeState(data, chunks, pages, stream=stream)
     try:
         _measure(state)
         back = state.records.copy_to_host(stream=stream)  # the chunks and pages in one copy (small)
@@ -356,7 +358,7 @@ def _measure(s: DecodeState) -> None:
             step.measure(s)
 
 
-def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.ndarray:
+def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.ndarray:
     """Write the batch's Arrow buffers into ``out`` (zeroed first).
 
     Parameters
@@ -368,6 +370,8 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
     out : device array of uint8
         The placed size.
     stream : numba stream or 0
+        Keyword, required: every launch and copy goes there (0, the
+        default stream, only where the caller waits for each step).
 
     Returns
     -------
@@ -395,11 +399,12 @@ def write(state: DecodeState, chunks: np.ndarray, out, stream: Any = 0) -> np.nd
 
 def decode_host(data: np.ndarray, chunks: np.ndarray, pages: np.ndarray) -> Decoded:
     """Measure, place, write and copy back one batch held in host memory (tests, the simulator)."""
-    m = measure(data, chunks, pages)
+    # The default stream, named: a host decode waits for each step anyway.
+    m = measure(data, chunks, pages, stream=0)
     with m.state as state:
         placed = m.chunks.copy()
         out = cuda.to_device(np.zeros(place_outputs(placed), np.uint8))
-        errors = write(state, placed, out)
+        errors = write(state, placed, out, stream=0)
         written = m.pages.copy()
         written["error"] = errors
         return Decoded(placed, written, out.copy_to_host())
