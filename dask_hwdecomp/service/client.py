@@ -163,6 +163,11 @@ class ServiceClient:
         This client's shared memory segments (``cap_bytes`` at most held).
     """
 
+    # Outputs stay on the device inside keeping(), not by decompress(keep=).
+    keeps_outputs = False
+    # A client is hosted nowhere: its requests' deadlines are the service's.
+    deadline_bytes_per_s: int | None = None
+
     def __init__(self, backend: str, options: Options, factories: Mapping[str, str] = GPU_FACTORIES,
                  cap_bytes: int | None = None, startup_timeout_s: float = 180.0, gpu: str | None = None):
         from ..decompress.gpu_backend import pinned_cap
@@ -190,8 +195,6 @@ class ServiceClient:
         self.algorithms = caps.algorithms
         self.max_job_bytes = caps.max_job_bytes
         self.overwrites_gaps = caps.overwrites_gaps
-        self.keeps_outputs = False  # see decompress: kept through keeping()
-        self.deadline_bytes_per_s: int | None = None  # a client is hosted nowhere
 
     # -- the attachment's life ---------------------------------------------
 
