@@ -112,3 +112,40 @@ def test_a_run_that_fails_as_a_whole_fails_its_callers_and_the_runner_goes_on():
         assert all(cols[name].equals(want.column(name)) for name in want.column_names)
     finally:
         decoder.close()
+
+
+@pytest.mark.parametrize(("value", "runners"), [(None, 1), ("", 1), ("2", 2), (" 16 ", 16)])
+def test_the_runner_count_comes_from_the_environment(monkeypatch, value, runners):
+    from dask_hwdecomp.gpudecode.hosted import RUNNERS_ENV, runners_from_env
+
+    if value is None:
+        monkeypatch.delenv(RUNNERS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(RUNNERS_ENV, value)
+    assert runners_from_env() == runners
+
+
+@pytest.mark.parametrize("value", ["0", "17", "two", "-1", "1.5"])
+def test_a_runner_count_that_is_no_count_is_refused_by_name(monkeypatch, value):
+    from dask_hwdecomp.gpudecode.hosted import RUNNERS_ENV, runners_from_env
+
+    monkeypatch.setenv(RUNNERS_ENV, value)
+    with pytest.raises(ValueError, match=RUNNERS_ENV):
+        runners_from_env()
+
+
+def test_a_decode_under_a_timeline_records_its_spans(monkeypatch, tmp_path):
+    from dask_hwdecomp import timeline
+    from dask_hwdecomp.bench import timeline as tl
+
+    monkeypatch.setenv(timeline.ENV, str(tmp_path))
+    decoder = HostedDecoder(runners=1, copy_streams=1)
+    try:
+        table = _decode(decoder, _tiny(3))
+    finally:
+        decoder.close()
+    timeline.flush()
+    assert table["x"].to_pylist() == pq.read_table(io.BytesIO(_tiny(3)))["x"].to_pylist()
+    kinds = {s["k"] for s in tl.load(tmp_path)}
+    # the simulator has no CUDA events: the GPU's own seconds (decode_gpu) are recorded on a device only
+    assert {"decode_queue", "decode_run", "decode_upload", "decode_measure", "decode_write"} <= kinds

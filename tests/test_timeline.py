@@ -73,6 +73,15 @@ def test_union_counts_overlapping_spans_once():
     assert s["y"]["union_s"] == 1.0 and s["y"]["nbytes"] == 10
 
 
+def test_a_spans_fields_of_seconds_are_summed_by_their_share_in_the_window():
+    spans = [{"k": "gpu", "t0": 0.0, "t1": 2.0, "gpu_measure_s": 0.5, "nbytes": 4, "th": "a_s"},
+             {"k": "gpu", "t0": 9.0, "t1": 11.0, "gpu_measure_s": 0.25, "gpu_write_s": 1.0}]
+    s = tl.summarize(spans, tl.Window("w", 0.0, 10.0))
+    # the second span lies half inside: half its seconds count; strings and t0/t1 are no fields of seconds
+    assert s["gpu"]["fields_s"] == {"gpu_measure_s": 0.625, "gpu_write_s": 0.5}
+    assert "gpu_measure_s 0.625, gpu_write_s 0.500" in tl.render(tl.Window("w", 0.0, 10.0), s)
+
+
 def test_spans_are_written_only_while_the_variable_is_set(tmp_path, monkeypatch):
     from dask_hwdecomp import timeline
 

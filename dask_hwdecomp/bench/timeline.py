@@ -65,20 +65,31 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 
 def summarize(spans: list[dict], window: Window) -> dict:
-    """``{kind: {count, sum_s, union_s, nbytes, per_s}}`` of the spans inside ``window``."""
+    """``{kind: {count, sum_s, union_s, nbytes, per_s, fields_s}}`` of the spans inside ``window``.
+
+    ``fields_s`` sums the spans' own fields of seconds (named ``*_s``, such
+    as the decoder's ``gpu_measure_s``), each in the share of its span that
+    lies inside the window.
+    """
     by_kind: dict[str, list] = {}
+    fields_s: dict[str, dict] = {}
     for s in spans:
         a, b = max(s["t0"], window.t0), min(s["t1"], window.t1)
         if b <= a and not (s["t0"] == s["t1"] and window.t0 <= s["t0"] <= window.t1):
             continue
         share = (b - a) / (s["t1"] - s["t0"]) if s["t1"] > s["t0"] else 1.0
         by_kind.setdefault(s["k"], []).append((a, max(a, b), share * float(s.get("nbytes", 0) or 0)))
+        seconds = fields_s.setdefault(s["k"], {})
+        for name, value in s.items():
+            if name.endswith("_s") and isinstance(value, (int, float)):
+                seconds[name] = seconds.get(name, 0.0) + share * value
     out = {}
     for kind, rows in sorted(by_kind.items()):
         union = _union([(a, b) for a, b, _ in rows])
         nbytes = sum(n for _, _, n in rows)
         out[kind] = {"count": len(rows), "sum_s": sum(b - a for a, b, _ in rows), "union_s": union,
-                     "nbytes": int(nbytes), "per_s": nbytes / union if union > 0 else None}
+                     "nbytes": int(nbytes), "per_s": nbytes / union if union > 0 else None,
+                     "fields_s": dict(sorted(fields_s.get(kind, {}).items()))}
     return out
 
 
@@ -90,6 +101,8 @@ def render(window: Window, summary: dict) -> str:
         rate = f"{f['per_s'] / 1e9:7.1f}" if f["per_s"] else "      -"
         lines.append(f"  {kind:16} {f['count']:7d} {f['sum_s']:9.3f} {f['union_s']:9.3f} "
                      f"{100 * f['union_s'] / window.seconds:8.0f}% {f['nbytes'] / 1e9:8.2f} {rate}")
+        if f.get("fields_s"):
+            lines.append("    " + ", ".join(f"{name} {value:.3f}" for name, value in f["fields_s"].items()))
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -41,7 +42,8 @@ from .. import timeline
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
 from .uploads import KeptPages, device_address, plan_uploads
 
-__all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS"]
+__all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS", "RUNNERS_ENV",
+           "runners_from_env"]
 
 logger = logging.getLogger("dask_hwdecomp")
 
@@ -50,6 +52,26 @@ logger = logging.getLogger("dask_hwdecomp")
 MERGE_BYTES = 512 << 20
 # ... and at most this many plans.
 MERGE_PLANS = 64
+
+# The service's decoder runs this many runner threads (a tuning knob for
+# profiling; 1 by default, see the module docstring).
+RUNNERS_ENV = "HWDECOMP_DECODE_RUNNERS"
+
+
+def runners_from_env() -> int:
+    """The runner threads :data:`RUNNERS_ENV` asks for (1 when unset).
+
+    Raises
+    ------
+    ValueError
+        It is set to anything but a whole number from 1 to 16.
+    """
+    text = os.environ.get(RUNNERS_ENV, "").strip()
+    if not text:
+        return 1
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise ValueError(f"{RUNNERS_ENV}={text!r}: a whole number of runner threads from 1 to 16")
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -409,28 +431,35 @@ class HostedDecoder:
 
         cuda = self._cuda
         held: list = []  # the decode's inputs and scratch: freed once its stream is synchronised
+        clock = _GpuClock(cuda, stream)
         try:
             with holding(held):
+                clock.mark()
                 data = cuda.device_array(max(1, merged.data_bytes), dtype=np.uint8, stream=stream)
                 with timeline.span("decode_upload", nbytes=merged.data_bytes):
                     kept_bytes = self._upload(data, requests, merged.data_base.tolist(), stream)
+                clock.mark("upload")
                 with timeline.span("decode_measure", pages=len(merged.pages)):
                     measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream)
+                clock.mark("measure")
             with measured.state:
                 chunks, pages = measured.chunks, measured.pages
                 if pages["error"].any():
                     return _Written(chunks, pages, None, np.zeros(1, np.int64), kept_bytes)
                 base = place_members(merged, chunks)
+                clock.mark("place")
                 # Not held: it outlives the decode, until every member's copy.
                 array = cuda.device_array(max(1, int(base[-1])), dtype=np.uint8, stream=stream)
                 with holding(held), timeline.span("decode_write", nbytes=int(base[-1])):
                     errors = self._runner.write(measured.state, chunks, array, stream=stream)
+                clock.mark("write")
             pages = pages.copy()
             pages["error"] = errors
             return _Written(chunks, pages, array, base, kept_bytes)
         finally:
             stream.synchronize()
             held.clear()
+            clock.record("decode_gpu", nbytes=merged.data_bytes)
 
     def _upload(self, data: Any, requests: list[DecodeRequest], bases: list[int], stream: Any) -> int:
         """Fill ``data`` for ``requests`` (each at its base): kept pages, then the host; the bytes kept.
@@ -484,6 +513,37 @@ class HostedDecoder:
             stream = self._copy_local.stream = self._cuda.stream()
         device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
         stream.synchronize()
+
+
+class _GpuClock:
+    """The GPU's own seconds between the marks of one run, from CUDA events on its stream (profiling only).
+
+    Off (no event, no cost) unless this process records a timeline
+    (:mod:`dask_hwdecomp.timeline`) and runs on a real device. Each
+    ``gpu_<name>_s`` is the time the stream took from the mark before to
+    ``name``'s: its kernels and copies, and any time it sat idle waiting
+    for the host to queue them.
+    """
+
+    def __init__(self, cuda: Any, stream: Any) -> None:
+        self._cuda, self._stream = cuda, stream
+        self._marks: list | None = [] if timeline.enabled() and not _simulated() else None
+        self._t0 = time.perf_counter()
+
+    def mark(self, name: str = "") -> None:
+        """An event on the stream after what was queued so far; ``name`` the step it closes."""
+        if self._marks is not None:
+            event = self._cuda.event(timing=True)
+            event.record(stream=self._stream)
+            self._marks.append((name, event))
+
+    def record(self, kind: str, **fields: Any) -> None:
+        """Record the run as one span of ``kind`` with its ``gpu_<name>_s`` (after the stream is synchronised)."""
+        if not self._marks:
+            return
+        for (_, a), (name, b) in zip(self._marks, self._marks[1:]):
+            fields[f"gpu_{name}_s"] = self._cuda.event_elapsed_time(a, b) / 1e3
+        timeline.record(kind, self._t0, time.perf_counter(), **fields)
 
 
 @dataclass(frozen=True)

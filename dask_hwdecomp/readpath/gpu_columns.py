@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from .. import timeline
 from ..errors import BackendUnavailableError
 from ..gpudecode.assemble import assemble
 from ..gpudecode.plan import plan_batch
@@ -69,7 +70,9 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, 
     if not images:
         return
     wanted = sorted({name for im in images for name in _columns(im)})
-    plan = plan_batch(images, wanted, within=dst)
+    with timeline.span("gpu_plan", pages=0) as fields:
+        plan = plan_batch(images, wanted, within=dst)
+        fields["pages"] = len(plan.pages)
     for image, fallbacks in zip(images, plan.fallbacks):
         image.why_not_gpu.update(fallbacks)
     if not len(plan.chunks):
@@ -85,7 +88,8 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, 
             for name in gpu:
                 image.why_not_gpu[name] = reason
         return
-    per_image = assemble(out.buffer, out.owner, out.chunks, plan)
+    with timeline.span("gpu_assemble", nbytes=len(out.buffer)):
+        per_image = assemble(out.buffer, out.owner, out.chunks, plan)
     for image, columns in zip(images, per_image):
         image.decoded.update(columns)
     if out.copied:

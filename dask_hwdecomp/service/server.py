@@ -338,9 +338,9 @@ class Service:
         with self._lock:
             if self._decoder is None and self._decoder_error is None:
                 try:
-                    from ..gpudecode.hosted import HostedDecoder
+                    from ..gpudecode.hosted import HostedDecoder, runners_from_env
 
-                    self._decoder = HostedDecoder()
+                    self._decoder = HostedDecoder(runners=runners_from_env())
                     logger.info("created the GPU decoder")
                 except Exception as exc:
                     self._decoder_error = f"{type(exc).__name__}: {exc}"
