@@ -474,25 +474,29 @@ class HostedDecoder:
 
         kept_bytes = 0
         sources, patches, big = [], [], []
-        for req, base in zip(requests, bases):
-            host = np.frombuffer(req.src, dtype=np.uint8)
-            try:
-                up = plan_uploads(req.plan.ranges, list(req.kept))
-            except ValueError as exc:  # never expected: the service made them; the host has every byte
-                logger.warning("pages kept on the device not used: %s", exc)
-                up = plan_uploads(req.plan.ranges, [])
-            if len(up.pieces):
-                address = np.array([device_address(k.array) for k in req.kept], np.int64)
-                p = up.pieces
-                sources.append(np.stack([address[p[:, 0]] + p[:, 1], p[:, 2] + base, p[:, 3]], axis=1))
-                kept_bytes += int(p[:, 3].sum())
-            if len(up.patches):
-                patches.append((host, up.patches + [0, 0, base]))
-            big.append((host, base, up.host))
-        copy_pieces(data, np.concatenate(sources) if sources else np.zeros((0, 3), np.int64), patches, stream)
-        for host, base, rows in big:
-            for so, n, do in rows.tolist():
-                data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
+        with timeline.span("upload_plan", plans=len(requests)):
+            for req, base in zip(requests, bases):
+                host = np.frombuffer(req.src, dtype=np.uint8)
+                try:
+                    up = plan_uploads(req.plan.ranges, list(req.kept))
+                except ValueError as exc:  # never expected: the service made them; the host has every byte
+                    logger.warning("pages kept on the device not used: %s", exc)
+                    up = plan_uploads(req.plan.ranges, [])
+                if len(up.pieces):
+                    address = np.array([device_address(k.array) for k in req.kept], np.int64)
+                    p = up.pieces
+                    sources.append(np.stack([address[p[:, 0]] + p[:, 1], p[:, 2] + base, p[:, 3]], axis=1))
+                    kept_bytes += int(p[:, 3].sum())
+                if len(up.patches):
+                    patches.append((host, up.patches + [0, 0, base]))
+                big.append((host, base, up.host))
+        with timeline.span("upload_gather", patches=sum(len(rows) for _, rows in patches)):
+            copy_pieces(data, np.concatenate(sources) if sources else np.zeros((0, 3), np.int64), patches, stream)
+        with timeline.span("upload_host", pieces=sum(len(rows) for _, _, rows in big),
+                           nbytes=sum(int(rows[:, 1].sum()) for _, _, rows in big)):
+            for host, base, rows in big:
+                for so, n, do in rows.tolist():
+                    data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
         return kept_bytes
 
     def device_block(self, nbytes: int) -> Any:

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import config
 
+from .. import timeline
 from . import kernels_bytes_measure, kernels_bytes_write, kernels_delta
 from .cuda_jit import cuda
 from .kernels_fixed import (
@@ -274,9 +275,10 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Meas
     state = DecodeState(data, chunks, pages, stream=stream)
     try:
         _measure(state)
-        back = state.records.copy_to_host(stream=stream)  # the chunks and pages in one copy (small)
-        if stream != 0:
-            stream.synchronize()
+        with timeline.span("measure_wait"):
+            back = state.records.copy_to_host(stream=stream)  # the chunks and pages in one copy (small)
+            if stream != 0:
+                stream.synchronize()
     except BaseException:
         state.close()
         raise
@@ -391,9 +393,10 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.nda
     for step in STEPS:
         if step.write is not None and step.present(s):
             step.write(s, out)
-    errors = s.pages_d.copy_to_host(stream=st)["error"]
-    if st != 0:
-        st.synchronize()
+    with timeline.span("write_wait"):
+        errors = s.pages_d.copy_to_host(stream=st)["error"]
+        if st != 0:
+            st.synchronize()
     return np.array(errors, np.int32)
 
 
