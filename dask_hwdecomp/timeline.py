@@ -40,6 +40,7 @@ class _Writer:
 
     def __init__(self, directory: str):
         os.makedirs(directory, exist_ok=True)
+        self.directory = directory
         self.path = os.path.join(directory, f"timeline-{os.getpid()}.jsonl")
         self._lock = threading.Lock()
         self._file_lock = threading.Lock()  # whole rows, in order, from any flushing thread
@@ -51,6 +52,8 @@ class _Writer:
         while True:
             time.sleep(1.0)
             self.flush()
+            if _writer is not self:  # the process records elsewhere now
+                return
 
     def add(self, row: dict) -> None:
         with self._lock:
@@ -79,11 +82,16 @@ def _current() -> _Writer | None:
     directory = os.environ.get(ENV)
     if not directory:
         return None
-    if _writer_pid != os.getpid():  # first use, or a forked child: a file of its own
+    writer = _writer
+    # first use, a forked child (a file of its own), or the variable set to another directory
+    if _writer_pid != os.getpid() or writer is None or writer.directory != directory:
         with _lock:
-            if _writer_pid != os.getpid():
+            if _writer_pid != os.getpid() or _writer is None or _writer.directory != directory:
+                if _writer is not None and _writer_pid == os.getpid():
+                    _writer.flush()  # the spans so far go to the directory they were recorded for
                 _writer, _writer_pid = _Writer(directory), os.getpid()
-    return _writer
+            writer = _writer
+    return writer
 
 
 def enabled() -> bool:

@@ -82,6 +82,19 @@ def test_a_spans_fields_of_seconds_are_summed_by_their_share_in_the_window():
     assert "gpu_measure_s 0.625, gpu_write_s 0.500" in tl.render(tl.Window("w", 0.0, 10.0), s)
 
 
+def test_a_process_that_sets_another_directory_records_there_from_then_on(tmp_path, monkeypatch):
+    from dask_hwdecomp import timeline
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setenv(timeline.ENV, str(first))
+    timeline.record("one", 0.0, 1.0)
+    monkeypatch.setenv(timeline.ENV, str(second))
+    timeline.record("two", 1.0, 2.0)
+    timeline.flush()
+    assert [s["k"] for s in tl.load(first)] == ["one"]
+    assert [s["k"] for s in tl.load(second)] == ["two"]
+
+
 def test_spans_are_written_only_while_the_variable_is_set(tmp_path, monkeypatch):
     from dask_hwdecomp import timeline
 
