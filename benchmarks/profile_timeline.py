@@ -89,13 +89,34 @@ def main(argv=None) -> int:
 
     reads = []
     windows = []
+    from dask_hwdecomp.service.launch import node_stats
+    from dask_hwdecomp.service.rundir import service_dir
+
+    def cpu_seconds() -> tuple[float, float]:
+        """CPU seconds used so far by this node's GPU services and by the whole machine (Linux /proc)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        service = 0.0
+        for stats in node_stats(service_dir(None, create=False)):
+            try:
+                fields = Path(f"/proc/{stats['service_pid']}/stat").read_text().rsplit(")", 1)[1].split()
+                service += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            except (KeyError, OSError):
+                pass
+        cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        busy = sum(int(x) for x in cpu[:8]) - int(cpu[3]) - int(cpu[4])  # all but idle and iowait
+        return service, busy / tick
+
+    cpu: dict[str, tuple[float, float]] = {}
 
     def timed(label: str, make, held: list | None = None) -> tl.Window:
         """Persist one read and time it; keep the result in ``held``, else release it."""
+        c0 = cpu_seconds()
         t0 = time.perf_counter()
         persisted = client.persist(make())
         wait(persisted)
         t1 = time.perf_counter()
+        c1 = cpu_seconds()
+        cpu[label] = (c1[0] - c0[0], c1[1] - c0[1])
         failed = [f for f in futures_of(persisted) if f.status == "error"]
         if failed:  # a read that failed is no figure
             raise RuntimeError(f"{label}: {len(failed)} tasks failed") from failed[0].exception()
@@ -107,9 +128,13 @@ def main(argv=None) -> int:
 
     def note(ds, codec: str, v: str, repeat, w: tl.Window) -> None:
         windows.append(w)
+        service_s, machine_s = cpu[w.label]
         reads.append({"dataset": ds.name, "codec": codec, "variant": v, "repeat": repeat, "t0": w.t0, "t1": w.t1,
-                      "seconds": w.seconds, "arrow_gbps": ds.arrow_bytes / 1e9 / w.seconds})
-        print(f"{w.label}: {w.seconds:.3f} s, {ds.arrow_bytes / 1e9 / w.seconds:.2f} GB/s", flush=True)
+                      "seconds": w.seconds, "arrow_gbps": ds.arrow_bytes / 1e9 / w.seconds,
+                      "service_cpu_s": service_s, "machine_cpu_s": machine_s})
+        print(f"{w.label}: {w.seconds:.3f} s, {ds.arrow_bytes / 1e9 / w.seconds:.2f} GB/s; CPU s/GB: service "
+              f"{service_s / (ds.arrow_bytes / 1e9):.2f} ({service_s / w.seconds:.1f} cores), machine "
+              f"{machine_s / (ds.arrow_bytes / 1e9):.2f} ({machine_s / w.seconds:.1f} cores)", flush=True)
 
     try:
         for ds in datasets:
@@ -129,9 +154,6 @@ def main(argv=None) -> int:
                     client.run(gc.collect)
         client.run(timeline.flush)
         # What the service holds pinned once every read was released: bounded by the readers' pools.
-        from dask_hwdecomp.service.launch import node_stats
-        from dask_hwdecomp.service.rundir import service_dir
-
         for stats in node_stats(service_dir(None, create=False)):
             print("service after the reads: " + ", ".join(
                 f"{k} {stats[k]}" for k in ("clients", "all_host_registrations", "all_host_register_s",
