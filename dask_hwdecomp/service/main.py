@@ -9,39 +9,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import sys
 from pathlib import Path
 
 from .rundir import ServiceAddress
 from .server import Service
 from .sockets import bind
 
-__all__ = ["main", "run", "SWITCH_INTERVAL_ENV", "switch_interval_from_env"]
-
-# Seconds a thread of the service may hold the GIL while another waits for it
-# (``sys.setswitchinterval``); unset, Python's own 5 ms.
-SWITCH_INTERVAL_ENV = "HWDECOMP_SERVICE_SWITCH_INTERVAL_S"
-
-
-def switch_interval_from_env() -> float | None:
-    """The switch interval :data:`SWITCH_INTERVAL_ENV` asks for; None when unset.
-
-    Raises
-    ------
-    ValueError
-        It is set to anything but a number of seconds from 1e-6 to 0.1.
-    """
-    text = os.environ.get(SWITCH_INTERVAL_ENV, "").strip()
-    if not text:
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 1e-6 <= seconds <= 0.1:
-        raise ValueError(f"{SWITCH_INTERVAL_ENV}={text!r}: a number of seconds from 1e-6 to 0.1")
-    return seconds
+__all__ = ["main", "run"]
 
 
 def run(address: ServiceAddress, idle_s: float = 2.0, persist: bool = False) -> int:
@@ -52,9 +26,6 @@ def run(address: ServiceAddress, idle_s: float = 2.0, persist: bool = False) -> 
     int
         0 when it served (or another service already listens there).
     """
-    interval = switch_interval_from_env()
-    if interval is not None:
-        sys.setswitchinterval(interval)
     listener = bind(address)
     if listener is None:
         logging.getLogger(__name__).info("a service already listens on %s", address.socket)
