@@ -327,6 +327,45 @@ def test_standin_service_sigkilled_under_16_readers_every_read_ends_right(servic
     assert [s["segments_left"] for s in theirs] == [[], []]
 
 
+def _memfd_mappings(pid: int) -> int:
+    """Mappings of the readers' shared-pool memfds in process ``pid``."""
+    return sum("memfd:hwdecomp-" in line for line in Path(f"/proc/{pid}/maps").read_text().splitlines())
+
+
+@pytest.mark.timeout(180)
+def test_a_reader_killed_mid_read_leaves_none_of_its_segments_in_the_service(service_dir, tmp_path):
+    # Another process reads through the service this process uses, and is
+    # SIGKILLed mid-read, its segments shared and requests in flight. The
+    # service drops its connection and unmaps (and unpins) every segment it
+    # shared, and goes on serving this process.
+    paths = _files(tmp_path)
+    with registry_on(service_dir, "standin_busy") as opened:
+        from dask_hwdecomp import read_table
+
+        read_table(paths[0], **READ_OPTIONS)
+        b = opened["hardware"]
+        service = b.pid
+        mine = _memfd_mappings(service)
+        pinned = b.stats()["all_host_pinned_bytes"]
+        reader = subprocess.Popen([sys.executable, str(TESTS / "service_readers.py"), service_dir, "standin_busy",
+                                   "4", "50", *paths], stdout=subprocess.PIPE, text=True)
+        try:
+            assert reader.stdout.readline().strip() == "reading"
+            _until(lambda: b.stats()["clients"] == 2 and b.stats()["taken_run_bytes"] > 0
+                   and _memfd_mappings(service) > mine, "the other reader's requests in the service", every_s=0.001)
+            os.kill(reader.pid, signal.SIGKILL)
+            assert reader.wait(30) == -signal.SIGKILL
+        finally:
+            if reader.poll() is None:
+                reader.kill()
+        _until(lambda: b.stats()["clients"] == 1, "the service to drop the killed reader's connection")
+        _until(lambda: _memfd_mappings(service) <= mine, "the killed reader's segments unmapped in the service", timeout_s=20)
+        stats = b.stats()
+        assert stats["all_host_pinned_bytes"] <= pinned and stats["taken_run_bytes"] == 0, stats
+        assert b.pid == service  # the same service, still serving this process
+        assert read_table(paths[1], **READ_OPTIONS).equals(pq.read_table(paths[1]))
+
+
 # -- the decode path -----------------------------------------------------------
 
 def _decode_source(b):

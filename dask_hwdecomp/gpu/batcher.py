@@ -134,29 +134,36 @@ class Batcher:
                 if not self._queue:
                     continue
                 call = self._take()
-            began = time.perf_counter()
-            try:
-                if activation_error is not None:
-                    raise activation_error
-                results = runner.run(call)
-            except BaseException as exc:
-                for part in call:
-                    part.owner.future.set_exception(exc)
-            else:
-                for part, failures in zip(call, results):
-                    part.owner.future.set_result(failures)
-            if timeline.enabled():
-                # The oldest part's wait: the time.monotonic() clock, taken to perf_counter's.
-                waited = time.monotonic() - call[0].owner.since
-                ended = time.perf_counter()
-                timeline.record("gpu_call", began, ended, parts=len(call),
-                                pages=sum(len(part.jobs) for part in call),
-                                nbytes=sum(part.out_bytes for part in call),
-                                waited_s=waited - (ended - began))
-            with self._cond:
-                self.calls += 1
-                self.parts += len(call)
-                self.pages += sum(len(part.jobs) for part in call)
+            self._run_call(runner, call, activation_error)
+            # Not held while waiting for the next call: the parts' views keep
+            # their readers' segments mapped (a reader that died included).
+            del call
+
+    def _run_call(self, runner, call: list[Part], activation_error: BaseException | None) -> None:
+        """Run one call and settle its parts' futures (its locals die with it)."""
+        began = time.perf_counter()
+        try:
+            if activation_error is not None:
+                raise activation_error
+            results = runner.run(call)
+        except BaseException as exc:
+            for part in call:
+                part.owner.future.set_exception(exc)
+        else:
+            for part, failures in zip(call, results):
+                part.owner.future.set_result(failures)
+        if timeline.enabled():
+            # The oldest part's wait: the time.monotonic() clock, taken to perf_counter's.
+            waited = time.monotonic() - call[0].owner.since
+            ended = time.perf_counter()
+            timeline.record("gpu_call", began, ended, parts=len(call),
+                            pages=sum(len(part.jobs) for part in call),
+                            nbytes=sum(part.out_bytes for part in call),
+                            waited_s=waited - (ended - began))
+        with self._cond:
+            self.calls += 1
+            self.parts += len(call)
+            self.pages += sum(len(part.jobs) for part in call)
 
     def stats(self) -> dict:
         out = {"calls": self.calls, "parts": self.parts, "pages": self.pages}
