@@ -205,8 +205,8 @@ class Options:
         combined with ``backend="cpu"``. ``"cpu"``: pyarrow decodes every
         column: the default until ``"auto"`` is measured no slower than
         pyarrow on every codec and cluster shape (on the H200 it reads snappy
-        1.35 to 1.8 times as fast at scale, 1.1 to 1.45 times with the
-        previous read still held: ``benchmarks/results/2026-12-02-h200-service``);
+        1.16 to 1.85 times as fast at scale, 0.91 to 1.88 times with the
+        previous read still held: ``benchmarks/results/2026-12-02-h200-runner``);
         set ``"auto"`` to decode on the GPU. The read's report says, per
         column, where it was decoded and why not on the GPU.
     pinned_bytes : int
