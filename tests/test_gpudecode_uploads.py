@@ -309,35 +309,3 @@ def test_an_output_outside_the_spans_names_the_first_such_block():
         with pytest.raises(ValueError, match=f"kept block {k} has"):
             _reference_outputs(kept)
 
-
-def test_decodes_prepared_apart_are_copied_at_their_bases_as_one_merged_copy():
-    from dask_hwdecomp.gpudecode.gather import copy_prepared, prepare_pieces
-
-    rng = np.random.default_rng(5)
-    kept = [rng.integers(0, 256, n, dtype=np.uint8) for n in (5000, 40_000)]
-    device = [cuda.to_device(a) for a in kept]
-    hosts = [rng.integers(0, 256, 3000, dtype=np.uint8) for _ in range(2)]
-    # each decode's own offsets: a kept piece, a piece over a tile, and host patches between them
-    plans = [([(0, 10, 0, 700), (0, 1000, 703, 3001)], [(5, 3, 3704), (900, 1200, 3707)]),
-             ([(1, 7, 1, TILE_BYTES + 5), (1, 33_000, TILE_BYTES + 9, 11)], [(0, 1, 0), (2000, 999, TILE_BYTES + 20)])]
-    bases = [3, 24_000]  # the second decode's bytes lie behind the first's, as in a merged run
-    nbytes = 24_000 + TILE_BYTES + 1100
-    expected = np.full(nbytes, 0x33, np.uint8)
-    parts = []
-    for (pieces, patches), base, host in zip(plans, bases, hosts):
-        for k, so, do, n in pieces:
-            expected[base + do : base + do + n] = kept[k][so : so + n]
-        for so, n, do in patches:
-            expected[base + do : base + do + n] = host[so : so + n]
-        sources = np.array([(device_address(device[k]) + so, do, n) for k, so, do, n in pieces], np.int64)
-        prepared = prepare_pieces(sources, [(host, np.array(patches, np.int64))])
-        assert prepared.tiles == len(tile_rows(sources)) + len(patches)
-        parts.append((prepared, base))
-    data = cuda.to_device(np.full(nbytes, 0x33, np.uint8))
-    stream = cuda.stream()
-    copy_prepared(data, parts, stream)
-    stream.synchronize()
-    assert np.array_equal(data.copy_to_host(), expected)
-    # the same pieces at a base that takes the second past data are refused, naming data's size
-    with pytest.raises(ValueError, match=f"leaves the decode's data of {nbytes} bytes"):
-        copy_prepared(data, [parts[0], (parts[1][0], nbytes - 100)], stream)

@@ -4,12 +4,11 @@ A merged decode's bytes come from many places (:mod:`~.uploads`): pieces of
 the blocks the service kept on the device, and small host pieces packed
 into one buffer. One copy call a piece cost the service's Python tens of
 microseconds each, under its one GIL, and a run has thousands of pieces.
-:func:`prepare_pieces` instead cuts every piece into tiles of an int64 copy
-table (source address, offset in ``data``, bytes) and packs the host
-pieces (compiled, without the GIL), on the thread that brought the
-decode, before its run; :func:`copy_prepared` then lays the tables of a
-merged run's decodes behind each other with the packed bytes, uploads them
-in one copy and launches :func:`~.kernels_copy.gather_kernel` once.
+:func:`copy_pieces` instead builds one int64 copy table in numpy (source
+address, offset in ``data``, bytes), cuts it into tiles, packs the host
+pieces behind the tiles (compiled, without the GIL), uploads both in one
+copy and launches
+:func:`~.kernels_copy.gather_kernel` once.
 
 The kernel reads every source through one *window*: a device array that
 borrows the address range from the lowest source to the end of the
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,7 +32,7 @@ from .cuda_jit import cuda
 from .kernels_copy import gather_kernel
 from .uploads import device_address, pack_patches
 
-__all__ = ["Pieces", "prepare_pieces", "copy_prepared", "copy_pieces", "tile_rows", "TILE_BYTES"]
+__all__ = ["copy_pieces", "tile_rows", "TILE_BYTES"]
 
 # Most bytes one block copies: a large piece spreads over many blocks.
 TILE_BYTES = 32 << 10
@@ -60,123 +58,64 @@ def tile_rows(rows: np.ndarray, tile_bytes: int = TILE_BYTES) -> np.ndarray:
                     axis=1).astype(np.int64)
 
 
-@dataclass(frozen=True)
-class Pieces:
-    """One decode's copies, tiled and packed ahead of its run (:func:`prepare_pieces`).
-
-    Destination offsets count from the decode's own first byte; a merged
-    run places each decode at its base (:func:`copy_prepared`).
-
-    Attributes
-    ----------
-    device : ndarray of int64, shape (n, 3)
-        Tiles of device sources: source address, offset in ``data``, bytes.
-    packed : ndarray of uint8
-        The small host pieces' bytes, end to end.
-    host : ndarray of int64, shape (m, 3)
-        Their tiles: offset in ``packed``, offset in ``data``, bytes.
-    """
-
-    device: np.ndarray
-    packed: np.ndarray
-    host: np.ndarray
-
-    @property
-    def tiles(self) -> int:
-        """Tiles the gather kernel copies for this decode."""
-        return len(self.device) + len(self.host)
-
-
-def prepare_pieces(sources: np.ndarray, patches: Sequence[tuple[np.ndarray, np.ndarray]]) -> Pieces:
-    """Tile ``sources`` and pack and tile ``patches``: the host work of a copy, done before its run.
-
-    Parameters
-    ----------
-    sources : ndarray of int64, shape (n, 3)
-        Device address of a piece, its offset in ``data``, bytes.
-    patches : sequence of (ndarray of uint8, ndarray of int64)
-        Host bytes and rows of pieces of them (source offset, bytes,
-        offset in ``data``: :attr:`~.uploads.Uploads.patches`' columns).
-
-    Raises
-    ------
-    ValueError
-        A patch outside its host bytes.
-    """
-    sources = np.asarray(sources, np.int64).reshape(-1, 3)
-    patches = [(host, np.asarray(rows, np.int64).reshape(-1, 3)) for host, rows in patches]
-    packed = np.empty(sum(int(rows[:, 1].sum()) for _, rows in patches), np.uint8)
-    where, at = [np.zeros((0, 3), np.int64)], 0
-    for src, rows in patches:
-        _, placed = pack_patches(src, rows, packed, at)  # compiled: no Python a patch
-        where.append(placed)
-        at += int(rows[:, 1].sum())
-    return Pieces(tile_rows(sources), packed, tile_rows(np.concatenate(where)))
-
-
-def copy_prepared(data: Any, parts: Sequence[tuple[Pieces, int]], stream: Any) -> None:
-    """Copy every part's pieces into ``data``, each at its base: one upload, one launch, on ``stream``.
+def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarray, np.ndarray]],
+                stream: Any) -> None:
+    """Copy device pieces and small host pieces into ``data``: one upload, one launch, on ``stream``.
 
     Parameters
     ----------
     data : device array of uint8
         The destination.
-    parts : sequence of (Pieces, int)
-        A decode's prepared pieces and the offset of its first byte in
-        ``data``.
+    sources : ndarray of int64, shape (n, 3)
+        Device address of a piece, its offset in ``data``, bytes.
+    patches : sequence of (ndarray of uint8, ndarray of int64)
+        Host bytes and rows of pieces of them (source offset, bytes,
+        offset in ``data``: :attr:`~.uploads.Uploads.patches`' columns),
+        packed behind the copy table and uploaded with it.
     stream : numba stream
 
     No two pieces may overlap in ``data`` (the kernel copies them in no
-    order). Returns once the launch is queued; the caller keeps the device
-    sources alive until ``stream`` is synchronised.
-
-    Raises
-    ------
-    ValueError
-        A piece that leaves ``data``.
-    """
-    tiles = sum(p.tiles for p, _ in parts)
-    if not tiles:
-        return
-    table_bytes = -(-tiles * 24 // _ALIGN) * _ALIGN
-    host = np.empty(table_bytes + sum(len(p.packed) for p, _ in parts), np.uint8)
-    staging = cuda.device_array(len(host), np.uint8, stream=stream)
-    address = device_address(staging)
-    rows, at = [], table_bytes
-    for pieces, base in parts:
-        if len(pieces.device):
-            rows.append(pieces.device + np.array([0, base, 0], np.int64))
-        if len(pieces.host):
-            host[at : at + len(pieces.packed)] = pieces.packed
-            rows.append(pieces.host + np.array([address + at, base, 0], np.int64))
-        at += len(pieces.packed)
-    table = np.concatenate(rows)
-    if table[:, 1].min() < 0 or int((table[:, 1] + table[:, 2]).max()) > data.shape[0]:
-        raise ValueError(f"a piece leaves the decode's data of {data.shape[0]} bytes")
-    low = int(table[:, 0].min()) & ~(_ALIGN - 1)
-    span = int((table[:, 0] + table[:, 2]).max()) - low
-    table[:, 0] -= low
-    host[: tiles * 24].view(np.int64)[:] = table.reshape(-1)
-    staging.copy_to_device(host, stream=stream)
-    src8, src64 = _window(low, span)
-    dst64 = data[: data.shape[0] // 8 * 8].view(np.uint64)
-    blocks = max(1, min(tiles, _MAX_BLOCKS))
-    gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
-
-
-def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarray, np.ndarray]],
-                stream: Any) -> None:
-    """Copy device pieces and small host pieces into ``data``: one upload, one launch, on ``stream``.
-
-    :func:`prepare_pieces` and :func:`copy_prepared` at once, for one
-    decode at offset 0 (the parameters are the former's).
+    order). Returns once the launch is queued; the caller keeps the sources
+    alive until ``stream`` is synchronised.
 
     Raises
     ------
     ValueError
         A piece that leaves ``data``, or a patch outside its host bytes.
     """
-    copy_prepared(data, [(prepare_pieces(sources, patches), 0)], stream)
+    sources = np.asarray(sources, np.int64).reshape(-1, 3)
+    patches = [(host, np.asarray(rows, np.int64).reshape(-1, 3)) for host, rows in patches]
+    ends = [sources[:, 1:3]] + [rows[:, 2:0:-1] for _, rows in patches]  # (offset in data, bytes)
+    placed = np.concatenate(ends)
+    if len(placed) and (placed[:, 0].min() < 0 or (placed[:, 0] + placed[:, 1]).max() > data.shape[0]):
+        raise ValueError(f"a piece leaves the decode's data of {data.shape[0]} bytes")
+    sizes = placed[:, 1]
+    tiles = int((-(-sizes[sizes > 0] // TILE_BYTES)).sum())
+    if not tiles:
+        return
+    table_bytes = -(-tiles * 24 // _ALIGN) * _ALIGN
+    pack_bytes = int(sum(int(rows[:, 1].sum()) for _, rows in patches))
+    host = np.empty(table_bytes + pack_bytes, np.uint8)
+    staging = cuda.device_array(len(host), np.uint8, stream=stream)
+    address = device_address(staging)
+    packed, at = [sources], table_bytes
+    for src, rows in patches:
+        _, where = pack_patches(src, rows, host, at)
+        where[:, 0] += address
+        packed.append(where)
+        at += int(rows[:, 1].sum())
+    rows = np.concatenate(packed)
+    live = rows[rows[:, 2] > 0]
+    base = int(live[:, 0].min()) & ~(_ALIGN - 1)
+    span = int((live[:, 0] + live[:, 2]).max()) - base
+    cut = tile_rows(live)
+    cut[:, 0] -= base
+    host[: tiles * 24].view(np.int64)[:] = cut.reshape(-1)
+    staging.copy_to_device(host, stream=stream)
+    src8, src64 = _window(base, span)
+    dst64 = data[: data.shape[0] // 8 * 8].view(np.uint64)
+    blocks = max(1, min(tiles, _MAX_BLOCKS))
+    gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
 
 
 def _window(address: int, nbytes: int) -> tuple[Any, Any]:

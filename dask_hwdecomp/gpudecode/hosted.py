@@ -34,16 +34,13 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .. import timeline
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
 from .uploads import KeptPages, device_address, plan_uploads
-
-if TYPE_CHECKING:
-    from .gather import Pieces
 
 __all__ = ["HostedDecoder", "PendingDecode", "DecodeRequest", "MERGE_BYTES", "MERGE_PLANS", "RUNNERS_ENV",
            "runners_from_env"]
@@ -186,51 +183,6 @@ def _use_pooled_memory(cuda) -> None:
     from .device_pool import PooledDeviceMemory
 
     cuda.set_memory_manager(PooledDeviceMemory)
-
-
-@dataclass(frozen=True)
-class _Upload:
-    """How one request's ``data`` is filled, planned by the runner; offsets from the request's own first byte.
-
-    ``pieces``: its kept pages and small host pieces, tiled and packed;
-    ``big``: host pieces copied one by one (source offset, bytes, offset
-    in ``data``) from ``host``; ``kept_bytes``: the bytes read on the
-    device.
-    """
-
-    pieces: Pieces
-    host: np.ndarray
-    big: np.ndarray
-    kept_bytes: int
-
-
-def _plan_upload(request: DecodeRequest) -> _Upload:
-    """Plan ``request``'s upload (:func:`~.uploads.plan_uploads`, tiles, packed patches).
-
-    The runner plans every request of its run. Planning each on the thread
-    that brought it, before it was queued, was measured on the H200 at
-    scale (4x4, 3 GB reads): a plan took about 24 ms there instead of about
-    1 ms in the runner, as those threads took turns on the service's one
-    GIL, and the reads got no faster; so it stays here.
-    """
-    from .gather import prepare_pieces  # numba-cuda: imported where the decoder runs
-
-    with timeline.span("upload_plan", nbytes=request.plan.data_bytes):
-        host = np.frombuffer(request.src, dtype=np.uint8)
-        try:
-            up = plan_uploads(request.plan.ranges, list(request.kept))
-        except ValueError as exc:  # never expected: the service made them; the host has every byte
-            logger.warning("pages kept on the device not used: %s", exc)
-            up = plan_uploads(request.plan.ranges, [])
-        sources = np.zeros((0, 3), np.int64)
-        kept_bytes = 0
-        if len(up.pieces):
-            address = np.array([device_address(k.array) for k in request.kept], np.int64)
-            p = up.pieces
-            sources = np.stack([address[p[:, 0]] + p[:, 1], p[:, 2], p[:, 3]], axis=1)
-            kept_bytes = int(p[:, 3].sum())
-        pieces = prepare_pieces(sources, [(host, up.patches)] if len(up.patches) else [])
-        return _Upload(pieces, host, up.host, kept_bytes)
 
 
 class _Waiting:
@@ -441,12 +393,11 @@ class HostedDecoder:
 
         ``counted``: whether the decodes count in :meth:`stats` (not the warm-up's).
         """
-        uploads = [_plan_upload(r) for r in requests]
         results: list[PendingDecode | None] = [None] * len(requests)
         live = list(range(len(requests)))
         while live:
             merged = merge_plans([requests[i].plan for i in live])
-            done = self._measure_and_write(merged, [uploads[i] for i in live], stream)
+            done = self._measure_and_write(merged, [requests[i] for i in live], stream)
             # the members that own a failed page
             bad = np.unique(np.searchsorted(merged.page_base, np.flatnonzero(done.pages["error"]), side="right") - 1)
             for k in bad.tolist():
@@ -474,7 +425,7 @@ class HostedDecoder:
             break
         return [r for r in results if r is not None]
 
-    def _measure_and_write(self, merged: MergedPlan, uploads: list[_Upload], stream: Any) -> _Written:
+    def _measure_and_write(self, merged: MergedPlan, requests: list[DecodeRequest], stream: Any) -> _Written:
         """Upload, measure, place and write ``merged`` (no output where a page failed)."""
         from .device_hold import holding
 
@@ -486,7 +437,7 @@ class HostedDecoder:
                 clock.mark()
                 data = cuda.device_array(max(1, merged.data_bytes), dtype=np.uint8, stream=stream)
                 with timeline.span("decode_upload", nbytes=merged.data_bytes):
-                    kept_bytes = self._upload(data, uploads, merged.data_base.tolist(), stream)
+                    kept_bytes = self._upload(data, requests, merged.data_base.tolist(), stream)
                 clock.mark("upload")
                 with timeline.span("decode_measure", pages=len(merged.pages)):
                     measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream)
@@ -510,26 +461,46 @@ class HostedDecoder:
             held.clear()
             clock.record("decode_gpu", nbytes=merged.data_bytes)
 
-    def _upload(self, data: Any, uploads: list[_Upload], bases: list[int], stream: Any) -> int:
-        """Fill ``data`` for the planned ``uploads`` (each at its base): kept pages, then the host; the bytes kept.
+    def _upload(self, data: Any, requests: list[DecodeRequest], bases: list[int], stream: Any) -> int:
+        """Fill ``data`` for ``requests`` (each at its base): kept pages, then the host; the bytes kept.
 
-        Every kept output's bytes and every small host piece of every
-        request, tiled and packed before the run (:func:`_plan_upload`), go
-        into one copy table: one upload and one launch
-        (:func:`~.gather.copy_prepared`). Large host pieces are copied one
-        by one. None of them overlap, so their order on ``stream`` does not
-        matter.
+        Every kept output's bytes (:attr:`~.uploads.Uploads.pieces`) and
+        every small host piece of every request, packed, go into one copy
+        table: one upload and one launch (:func:`~.gather.copy_pieces`).
+        Large host pieces are copied one by one. None of them overlap, so
+        their order on ``stream`` does not matter. The runner plans every
+        request of its run: planned on the threads that brought them, each
+        plan took about 24 ms instead of about 1 ms on the H200 at scale
+        (those threads take turns on the service's one GIL), and the reads
+        got no faster.
         """
-        from .gather import copy_prepared
+        from .gather import copy_pieces
 
-        with timeline.span("upload_gather", tiles=sum(u.pieces.tiles for u in uploads)):
-            copy_prepared(data, [(u.pieces, base) for u, base in zip(uploads, bases)], stream)
-        with timeline.span("upload_host", pieces=sum(len(u.big) for u in uploads),
-                           nbytes=sum(int(u.big[:, 1].sum()) for u in uploads)):
-            for u, base in zip(uploads, bases):
-                for so, n, do in u.big.tolist():
-                    data[base + do : base + do + n].copy_to_device(u.host[so : so + n], stream=stream)
-        return sum(u.kept_bytes for u in uploads)
+        kept_bytes = 0
+        sources, patches, big = [], [], []
+        with timeline.span("upload_plan", plans=len(requests)):
+            for req, base in zip(requests, bases):
+                host = np.frombuffer(req.src, dtype=np.uint8)
+                try:
+                    up = plan_uploads(req.plan.ranges, list(req.kept))
+                except ValueError as exc:  # never expected: the service made them; the host has every byte
+                    logger.warning("pages kept on the device not used: %s", exc)
+                    up = plan_uploads(req.plan.ranges, [])
+                if len(up.pieces):
+                    address = np.array([device_address(k.array) for k in req.kept], np.int64)
+                    p = up.pieces
+                    sources.append(np.stack([address[p[:, 0]] + p[:, 1], p[:, 2] + base, p[:, 3]], axis=1))
+                    kept_bytes += int(p[:, 3].sum())
+                if len(up.patches):
+                    patches.append((host, up.patches + [0, 0, base]))
+                big.append((host, base, up.host))
+        with timeline.span("upload_gather", patches=sum(len(rows) for _, rows in patches)):
+            copy_pieces(data, np.concatenate(sources) if sources else np.zeros((0, 3), np.int64), patches, stream)
+        with timeline.span("upload_host", pieces=sum(len(rows) for _, _, rows in big)):
+            for host, base, rows in big:
+                for so, n, do in rows.tolist():
+                    data[base + do : base + do + n].copy_to_device(host[so : so + n], stream=stream)
+        return kept_bytes
 
     def device_block(self, nbytes: int) -> Any:
         """``nbytes`` of the decoder's device memory (its pool), for pages kept until a decode reads them."""
