@@ -124,9 +124,11 @@ def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, ve
         seg = (n + nthreads - 1) // nthreads
         lo = tid * seg
         hi = min(lo + seg, n)
-        count = 0
+        # int64 both ways: numba would widen a plain 0, but the simulator's
+        # NumPy keeps 0 + uint8 a uint8, which wraps at 256.
+        count = np.int64(0)
         for k in range(lo, hi):
-            count += valid[rs + k]
+            count += np.int64(valid[rs + k])
         scan[tid] = count
         cuda.syncthreads()
         if tid == 0:

@@ -23,6 +23,7 @@ from numba import config
 from .. import timeline
 from . import kernels_bytes_measure, kernels_bytes_write, kernels_delta
 from .cuda_jit import cuda
+from .host_staging import HostStaging
 from .kernels_fixed import (
     bool_kernel,
     check_kernel,
@@ -90,7 +91,8 @@ class DecodeState:
     page_bytes: Any
     page_base: Any
 
-    def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> None:
+    def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any,
+                 staging: HostStaging | None = None) -> None:
         self.stream = stream
         self.data = data
         self.num_chunks = len(chunks)
@@ -135,7 +137,11 @@ class DecodeState:
             ("sa", scratch_rows, np.uint64), ("sb", scratch_rows if self.has_bytes else 0, np.uint64),
             ("page_bytes", len(pages) if self.has_bytes else 0, np.int64),
             ("page_base", len(pages) if self.has_bytes else 0, np.int64)])
-        host = np.zeros(layout.at[_ZEROED], np.uint8)
+        if staging is None:
+            host = np.zeros(layout.at[_ZEROED], np.uint8)
+        else:
+            host = staging.take(layout.at[_ZEROED])
+            host[:] = 0
         layout.host_view(host, "chunks_d")[:] = chunks
         layout.host_view(host, "pages_d")[:] = pages
         layout.host_view(host, "byte_base")[:] = byte_base
@@ -243,7 +249,8 @@ def _is_device(a) -> bool:
     return hasattr(a, "copy_to_host")
 
 
-def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Measured:
+def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any,
+            staging: HostStaging | None = None) -> Measured:
     """Measure a decode batch: levels, value counts, dictionary indices, string lengths.
 
     Parameters
@@ -255,6 +262,10 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Meas
     stream : numba stream or 0
         Keyword, required: every launch and copy goes there (0, the
         default stream, only where the caller waits for each step).
+    staging : HostStaging, optional
+        Page-locked memory the records' copies go through (the caller
+        resets it only once ``stream`` is synchronised after the write);
+        without it they are copied from and to pageable memory.
 
     Returns
     -------
@@ -272,11 +283,16 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Meas
         chunks[name] = 0
     for name in ("nonnull", "error"):
         pages[name] = 0
-    state = DecodeState(data, chunks, pages, stream=stream)
+    state = DecodeState(data, chunks, pages, stream=stream, staging=staging)
     try:
         _measure(state)
         with timeline.span("measure_wait"):
-            back = state.records.copy_to_host(stream=stream)  # the chunks and pages in one copy (small)
+            # the chunks and pages in one copy (small)
+            if staging is None:
+                back = state.records.copy_to_host(stream=stream)
+            else:
+                back = staging.take(state.records.shape[0])
+                state.records.copy_to_host(back, stream=stream)
             if stream != 0:
                 stream.synchronize()
     except BaseException:
@@ -360,7 +376,8 @@ def _measure(s: DecodeState) -> None:
             step.measure(s)
 
 
-def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.ndarray:
+def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any,
+          staging: HostStaging | None = None) -> np.ndarray:
     """Write the batch's Arrow buffers into ``out`` (zeroed first).
 
     Parameters
@@ -374,6 +391,8 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.nda
     stream : numba stream or 0
         Keyword, required: every launch and copy goes there (0, the
         default stream, only where the caller waits for each step).
+    staging : HostStaging, optional
+        As for :func:`measure`.
 
     Returns
     -------
@@ -386,7 +405,8 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.nda
         raise ValueError(f"{len(chunks)} placed chunks for a measured batch of {state.num_chunks}")
     st = stream
     state.stream = stream
-    state.chunks_d.copy_to_device(np.ascontiguousarray(chunks, CHUNK), stream=st)  # its place, not a new array
+    placed = np.ascontiguousarray(chunks, CHUNK)
+    state.chunks_d.copy_to_device(placed if staging is None else staging.put(placed), stream=st)  # in place
     s = state
     if out.shape[0]:
         zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, st](out)
@@ -394,9 +414,14 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.nda
         if step.write is not None and step.present(s):
             step.write(s, out)
     with timeline.span("write_wait"):
-        errors = s.pages_d.copy_to_host(stream=st)["error"]
+        if staging is None:
+            back = s.pages_d.copy_to_host(stream=st)
+        else:
+            back = staging.take(s.pages_d.shape[0] * PAGE.itemsize, PAGE)
+            s.pages_d.copy_to_host(back, stream=st)
         if st != 0:
             st.synchronize()
+        errors = back["error"]
     return np.array(errors, np.int32)
 
 
