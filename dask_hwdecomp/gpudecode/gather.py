@@ -29,7 +29,6 @@ import numpy as np
 from numba import config
 
 from .cuda_jit import cuda
-from .host_staging import HostStaging
 from .kernels_copy import gather_kernel
 from .uploads import device_address, pack_patches
 
@@ -60,7 +59,7 @@ def tile_rows(rows: np.ndarray, tile_bytes: int = TILE_BYTES) -> np.ndarray:
 
 
 def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarray, np.ndarray]],
-                stream: Any, staging: HostStaging | None = None) -> None:
+                stream: Any) -> None:
     """Copy device pieces and small host pieces into ``data``: one upload, one launch, on ``stream``.
 
     Parameters
@@ -74,10 +73,6 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
         offset in ``data``: :attr:`~.uploads.Uploads.patches`' columns),
         packed behind the copy table and uploaded with it.
     stream : numba stream
-    staging : HostStaging, optional
-        Page-locked memory the table and the packed bytes are built in
-        (reset by the caller once ``stream`` is synchronised); without it,
-        pageable memory.
 
     No two pieces may overlap in ``data`` (the kernel copies them in no
     order). Returns once the launch is queued; the caller keeps the sources
@@ -100,9 +95,9 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
         return
     table_bytes = -(-tiles * 24 // _ALIGN) * _ALIGN
     pack_bytes = int(sum(int(rows[:, 1].sum()) for _, rows in patches))
-    host = np.empty(table_bytes + pack_bytes, np.uint8) if staging is None else staging.take(table_bytes + pack_bytes)
-    table = cuda.device_array(len(host), np.uint8, stream=stream)
-    address = device_address(table)
+    host = np.empty(table_bytes + pack_bytes, np.uint8)
+    staging = cuda.device_array(len(host), np.uint8, stream=stream)
+    address = device_address(staging)
     packed, at = [sources], table_bytes
     for src, rows in patches:
         _, where = pack_patches(src, rows, host, at)
@@ -116,11 +111,11 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
     cut = tile_rows(live)
     cut[:, 0] -= base
     host[: tiles * 24].view(np.int64)[:] = cut.reshape(-1)
-    table.copy_to_device(host, stream=stream)
+    staging.copy_to_device(host, stream=stream)
     src8, src64 = _window(base, span)
     dst64 = data[: data.shape[0] // 8 * 8].view(np.uint64)
     blocks = max(1, min(tiles, _MAX_BLOCKS))
-    gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, table[: tiles * 24].view(np.int64))
+    gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
 
 
 def _window(address: int, nbytes: int) -> tuple[Any, Any]:

@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from .. import timeline
-from .host_staging import HostStaging
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
 from .uploads import KeptPages, device_address, plan_uploads
 
@@ -197,20 +196,6 @@ class _Waiting:
         self.error: BaseException | None = None
 
 
-@dataclass
-class _Lane:
-    """Where one runner's runs go: its stream, and the page-locked memory its small copies go through.
-
-    ``staging`` is reset after each run, once ``stream`` is synchronised;
-    ``events`` are the timing events its runs' :class:`_GpuClock` reuses
-    (creating one cost the runner as much as a launch).
-    """
-
-    stream: Any
-    staging: HostStaging
-    events: list = field(default_factory=list)
-
-
 class HostedDecoder:
     """Runs decode plans on this process's GPU (numba-cuda kernels), merging concurrent ones.
 
@@ -256,7 +241,7 @@ class HostedDecoder:
         self.bytes_out = 0
         # Seconds: requests waiting in the queue, merged runs, copies out.
         self.queue_s = self.run_s = self.copy_s = 0.0
-        self._threads = [threading.Thread(target=self._serve, args=(self._lane(cuda.stream()),), daemon=True,
+        self._threads = [threading.Thread(target=self._serve, args=(cuda.stream(),), daemon=True,
                                           name=f"hwdecomp-decoder-{i}") for i in range(max(1, runners))]
         for t in self._threads:
             t.start()
@@ -291,7 +276,7 @@ class HostedDecoder:
     def decode_together(self, requests: Sequence[DecodeRequest], stream: Any) -> list[PendingDecode]:
         """Decode ``requests`` as one merged batch on ``stream``, on this thread (the warm-up, tests)."""
         with self._first_launches:
-            return self._run(list(requests), self._lane(stream))
+            return self._run(list(requests), stream)
 
     def warm_up(self) -> None:
         """Decode small tables of every output kind and encoding once, together.
@@ -310,10 +295,10 @@ class HostedDecoder:
                                           PlanRecords(plan.ranges, plan.chunks, plan.pages, plan.data_bytes)))
         # One file alone, then all of them merged (the first from pages kept
         # on the device): both paths launch every kernel.
-        lane = self._lane(self._cuda.stream())
+        stream = self._cuda.stream()
         with self._first_launches:
             for group in (requests[:1], [_kept_on_device(requests[0], self._cuda), *requests[1:]]):
-                for pending in self._run(group, lane, counted=False):
+                for pending in self._run(group, stream, counted=False):
                     try:
                         if pending.output is not None:
                             pending.copy_to(np.empty(pending.nbytes, np.uint8).data)
@@ -369,10 +354,7 @@ class HostedDecoder:
                 total += nxt
             return batch
 
-    def _lane(self, stream: Any) -> _Lane:
-        return _Lane(stream, HostStaging(self._cuda))
-
-    def _serve(self, lane: _Lane) -> None:
+    def _serve(self, stream: Any) -> None:
         while True:
             batch = self._take()
             if batch is None:
@@ -384,7 +366,7 @@ class HostedDecoder:
                 timeline.record("decode_queue", w.queued, began, nbytes=w.request.plan.data_bytes)
             try:
                 with self._one_at_a_time_until_warm():
-                    results = self._run([w.request for w in batch], lane)
+                    results = self._run([w.request for w in batch], stream)
             except BaseException as exc:  # every member gets it; the service exits
                 for w in batch:
                     w.error = exc
@@ -406,7 +388,7 @@ class HostedDecoder:
     def _one_at_a_time_until_warm(self):
         return contextlib.nullcontext() if self._warm else self._first_launches
 
-    def _run(self, requests: list[DecodeRequest], lane: _Lane, counted: bool = True) -> list[PendingDecode]:
+    def _run(self, requests: list[DecodeRequest], stream: Any, counted: bool = True) -> list[PendingDecode]:
         """Decode ``requests`` merged; a member whose page fails is taken out and the rest run again.
 
         ``counted``: whether the decodes count in :meth:`stats` (not the warm-up's).
@@ -415,7 +397,7 @@ class HostedDecoder:
         live = list(range(len(requests)))
         while live:
             merged = merge_plans([requests[i].plan for i in live])
-            done = self._measure_and_write(merged, [requests[i] for i in live], lane)
+            done = self._measure_and_write(merged, [requests[i] for i in live], stream)
             # the members that own a failed page
             bad = np.unique(np.searchsorted(merged.page_base, np.flatnonzero(done.pages["error"]), side="right") - 1)
             for k in bad.tolist():
@@ -443,24 +425,22 @@ class HostedDecoder:
             break
         return [r for r in results if r is not None]
 
-    def _measure_and_write(self, merged: MergedPlan, requests: list[DecodeRequest], lane: _Lane) -> _Written:
-        """Upload, measure, place and write ``merged`` on ``lane`` (no output where a page failed)."""
+    def _measure_and_write(self, merged: MergedPlan, requests: list[DecodeRequest], stream: Any) -> _Written:
+        """Upload, measure, place and write ``merged`` (no output where a page failed)."""
         from .device_hold import holding
 
         cuda = self._cuda
-        stream, staging = lane.stream, lane.staging
         held: list = []  # the decode's inputs and scratch: freed once its stream is synchronised
-        clock = _GpuClock(cuda, lane)
+        clock = _GpuClock(cuda, stream)
         try:
             with holding(held):
                 clock.mark()
                 data = cuda.device_array(max(1, merged.data_bytes), dtype=np.uint8, stream=stream)
                 with timeline.span("decode_upload", nbytes=merged.data_bytes):
-                    kept_bytes = self._upload(data, requests, merged.data_base.tolist(), lane)
+                    kept_bytes = self._upload(data, requests, merged.data_base.tolist(), stream)
                 clock.mark("upload")
                 with timeline.span("decode_measure", pages=len(merged.pages)):
-                    measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream,
-                                                    staging=staging)
+                    measured = self._runner.measure(data, merged.chunks, merged.pages, stream=stream)
                 clock.mark("measure")
             with measured.state:
                 chunks, pages = measured.chunks, measured.pages
@@ -471,7 +451,7 @@ class HostedDecoder:
                 # Not held: it outlives the decode, until every member's copy.
                 array = cuda.device_array(max(1, int(base[-1])), dtype=np.uint8, stream=stream)
                 with holding(held), timeline.span("decode_write", nbytes=int(base[-1])):
-                    errors = self._runner.write(measured.state, chunks, array, stream=stream, staging=staging)
+                    errors = self._runner.write(measured.state, chunks, array, stream=stream)
                 clock.mark("write")
             pages = pages.copy()
             pages["error"] = errors
@@ -479,10 +459,9 @@ class HostedDecoder:
         finally:
             stream.synchronize()
             held.clear()
-            staging.reset()
             clock.record("decode_gpu", nbytes=merged.data_bytes)
 
-    def _upload(self, data: Any, requests: list[DecodeRequest], bases: list[int], lane: _Lane) -> int:
+    def _upload(self, data: Any, requests: list[DecodeRequest], bases: list[int], stream: Any) -> int:
         """Fill ``data`` for ``requests`` (each at its base): kept pages, then the host; the bytes kept.
 
         Every kept output's bytes (:attr:`~.uploads.Uploads.pieces`) and
@@ -497,7 +476,6 @@ class HostedDecoder:
         """
         from .gather import copy_pieces
 
-        stream = lane.stream
         kept_bytes = 0
         sources, patches, big = [], [], []
         with timeline.span("upload_plan", plans=len(requests)):
@@ -517,8 +495,7 @@ class HostedDecoder:
                     patches.append((host, up.patches + [0, 0, base]))
                 big.append((host, base, up.host))
         with timeline.span("upload_gather", patches=sum(len(rows) for _, rows in patches)):
-            copy_pieces(data, np.concatenate(sources) if sources else np.zeros((0, 3), np.int64), patches, stream,
-                        lane.staging)
+            copy_pieces(data, np.concatenate(sources) if sources else np.zeros((0, 3), np.int64), patches, stream)
         with timeline.span("upload_host", pieces=sum(len(rows) for _, _, rows in big)):
             for host, base, rows in big:
                 for so, n, do in rows.tolist():
@@ -555,23 +532,24 @@ class _GpuClock:
     for the host to queue them.
     """
 
-    def __init__(self, cuda: Any, lane: _Lane) -> None:
-        self._cuda, self._lane = cuda, lane
+    # Each thread's events, reused run after run (creating one cost a runner
+    # about as much as a launch): a run reads its events only after its
+    # stream is synchronised, before the thread's next run marks again.
+    _events = threading.local()
+
+    def __init__(self, cuda: Any, stream: Any) -> None:
+        self._cuda, self._stream = cuda, stream
         self._marks: list | None = [] if timeline.enabled() and not _simulated() else None
         self._t0 = time.perf_counter()
 
     def mark(self, name: str = "") -> None:
-        """An event on the stream after what was queued so far; ``name`` the step it closes.
-
-        The lane's events are reused: a run records them only after its
-        stream is synchronised, before the next run marks again.
-        """
+        """An event on the stream after what was queued so far; ``name`` the step it closes."""
         if self._marks is not None:
-            events = self._lane.events
+            events = self._events.__dict__.setdefault("pool", [])
             if len(self._marks) == len(events):
                 events.append(self._cuda.event(timing=True))
             event = events[len(self._marks)]
-            event.record(stream=self._lane.stream)
+            event.record(stream=self._stream)
             self._marks.append((name, event))
 
     def record(self, kind: str, **fields: Any) -> None:

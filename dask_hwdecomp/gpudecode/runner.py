@@ -23,7 +23,6 @@ from numba import config
 from .. import timeline
 from . import kernels_bytes_measure, kernels_bytes_write, kernels_delta
 from .cuda_jit import cuda
-from .host_staging import HostStaging
 from .kernels_fixed import (
     bool_kernel,
     check_kernel,
@@ -91,8 +90,7 @@ class DecodeState:
     page_bytes: Any
     page_base: Any
 
-    def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any,
-                 staging: HostStaging | None = None) -> None:
+    def __init__(self, data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> None:
         self.stream = stream
         self.data = data
         self.num_chunks = len(chunks)
@@ -137,11 +135,7 @@ class DecodeState:
             ("sa", scratch_rows, np.uint64), ("sb", scratch_rows if self.has_bytes else 0, np.uint64),
             ("page_bytes", len(pages) if self.has_bytes else 0, np.int64),
             ("page_base", len(pages) if self.has_bytes else 0, np.int64)])
-        if staging is None:
-            host = np.zeros(layout.at[_ZEROED], np.uint8)
-        else:
-            host = staging.take(layout.at[_ZEROED])
-            host[:] = 0
+        host = np.zeros(layout.at[_ZEROED], np.uint8)
         layout.host_view(host, "chunks_d")[:] = chunks
         layout.host_view(host, "pages_d")[:] = pages
         layout.host_view(host, "byte_base")[:] = byte_base
@@ -249,8 +243,7 @@ def _is_device(a) -> bool:
     return hasattr(a, "copy_to_host")
 
 
-def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any,
-            staging: HostStaging | None = None) -> Measured:
+def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Measured:
     """Measure a decode batch: levels, value counts, dictionary indices, string lengths.
 
     Parameters
@@ -262,10 +255,6 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any,
     stream : numba stream or 0
         Keyword, required: every launch and copy goes there (0, the
         default stream, only where the caller waits for each step).
-    staging : HostStaging, optional
-        Page-locked memory the records' copies go through (the caller
-        resets it only once ``stream`` is synchronised after the write);
-        without it they are copied from and to pageable memory.
 
     Returns
     -------
@@ -283,16 +272,11 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any,
         chunks[name] = 0
     for name in ("nonnull", "error"):
         pages[name] = 0
-    state = DecodeState(data, chunks, pages, stream=stream, staging=staging)
+    state = DecodeState(data, chunks, pages, stream=stream)
     try:
         _measure(state)
         with timeline.span("measure_wait"):
-            # the chunks and pages in one copy (small)
-            if staging is None:
-                back = state.records.copy_to_host(stream=stream)
-            else:
-                back = staging.take(state.records.shape[0])
-                state.records.copy_to_host(back, stream=stream)
+            back = state.records.copy_to_host(stream=stream)  # the chunks and pages in one copy (small)
             if stream != 0:
                 stream.synchronize()
     except BaseException:
@@ -376,8 +360,7 @@ def _measure(s: DecodeState) -> None:
             step.measure(s)
 
 
-def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any,
-          staging: HostStaging | None = None) -> np.ndarray:
+def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.ndarray:
     """Write the batch's Arrow buffers into ``out`` (zeroed first).
 
     Parameters
@@ -391,8 +374,6 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any,
     stream : numba stream or 0
         Keyword, required: every launch and copy goes there (0, the
         default stream, only where the caller waits for each step).
-    staging : HostStaging, optional
-        As for :func:`measure`.
 
     Returns
     -------
@@ -405,8 +386,7 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any,
         raise ValueError(f"{len(chunks)} placed chunks for a measured batch of {state.num_chunks}")
     st = stream
     state.stream = stream
-    placed = np.ascontiguousarray(chunks, CHUNK)
-    state.chunks_d.copy_to_device(placed if staging is None else staging.put(placed), stream=st)  # in place
+    state.chunks_d.copy_to_device(np.ascontiguousarray(chunks, CHUNK), stream=st)  # its place, not a new array
     s = state
     if out.shape[0]:
         zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, st](out)
@@ -414,14 +394,9 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any,
         if step.write is not None and step.present(s):
             step.write(s, out)
     with timeline.span("write_wait"):
-        if staging is None:
-            back = s.pages_d.copy_to_host(stream=st)
-        else:
-            back = staging.take(s.pages_d.shape[0] * PAGE.itemsize, PAGE)
-            s.pages_d.copy_to_host(back, stream=st)
+        errors = s.pages_d.copy_to_host(stream=st)["error"]
         if st != 0:
             st.synchronize()
-        errors = back["error"]
     return np.array(errors, np.int32)
 
 

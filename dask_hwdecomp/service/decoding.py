@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import timeline
 from ..errors import BackendUnavailableError, HwdecompError
 from ..gpudecode.tables import place_outputs
 from . import wire
@@ -210,7 +211,8 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
     returns.drain()
     staged: list = []
     try:
-        src_ref = client.shared_ref(src, staged, copy_in=True)
+        with timeline.span("decode_share_src", nbytes=len(src)):
+            src_ref = client.shared_ref(src, staged, copy_in=True)
         att = client.connection()
         blob = wire.pack_plan(plan.ranges, plan.chunks, plan.pages)
         tokens = [] if kept is None or src_ref.staged is not None else kept.take(
@@ -220,8 +222,9 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
                                    nranges=len(plan.ranges), nchunks=len(plan.chunks), npages=len(plan.pages),
                                    kept=tokens)
         _share(att, src_ref.segment)
-        reply, rid = _ask(client, att, lambda rid: (_with_rid(measure_msg, rid), blob),
-                          int(plan.data_bytes) + src_ref.nbytes)
+        with timeline.span("decode_ask_measure", nbytes=int(plan.data_bytes)):
+            reply, rid = _ask(client, att, lambda rid: (_with_rid(measure_msg, rid), blob),
+                              int(plan.data_bytes) + src_ref.nbytes)
         _raise_for(reply, plan, "measure")
         if not isinstance(reply, wire.Measured):
             raise DecoderLost(f"the GPU service answered a measure with {type(reply).__name__}")
@@ -231,14 +234,16 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
         chunks["null_count"] = reply.null_counts
         chunks["data_bytes"] = reply.data_bytes
         nbytes = place_outputs(chunks)
-        out = client.host_buffer(max(nbytes, 1))
+        with timeline.span("decode_out_buffer", nbytes=nbytes):
+            out = client.host_buffer(max(nbytes, 1))
         try:
             placed = wire.placements(chunks).tobytes()
             dst_ref = client.shared_ref(out.view, [], copy_in=False)  # lent by this pool: never staged
             _share(att, dst_ref.segment)
             write = wire.Write(rid=0, measure=rid, dst_seg=dst_ref.segment.id, dst_offset=dst_ref.offset,
                                dst_nbytes=nbytes)
-            reply, _ = _ask(client, att, lambda r: (_with_rid(write, r), placed), nbytes)
+            with timeline.span("decode_ask_write", nbytes=nbytes):
+                reply, _ = _ask(client, att, lambda r: (_with_rid(write, r), placed), nbytes)
             _raise_for(reply, plan, "write")
             if not isinstance(reply, wire.Done):
                 raise DecoderLost(f"the GPU service answered a write with {type(reply).__name__}")
@@ -250,8 +255,9 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
             if not pressed:
                 returns.live_bytes += nbytes
         if pressed:
-            copy = np.empty(nbytes, dtype=np.uint8)
-            copy[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
+            with timeline.span("decode_output_copy", nbytes=nbytes):
+                copy = np.empty(nbytes, dtype=np.uint8)
+                copy[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
             out.close()
             return DecodeOutput(chunks, copy.data, copy, True)
         view = out.view[:nbytes]
