@@ -21,7 +21,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .helpformat import DefaultsFormatter
+from .helpformat import add_command
 
 __all__ = ["add_parser", "run", "parse_size", "config_from_args"]
 
@@ -74,12 +74,8 @@ def _default_shapes_text() -> str:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "bench",
-        help="benchmark dd.read_parquet, CPU time and decompression; write a report",
-        description=__doc__,
-        formatter_class=DefaultsFormatter,
-    )
+    p = add_command(subparsers, "bench", "benchmark dd.read_parquet, CPU time and decompression; write a report",
+                    __doc__)
     p.add_argument("--out", default="bench-out", help="directory for results.json, report.md and plots")
     p.add_argument("--data-dir", default=None, help="where datasets are written (default: OUT/data)")
     p.add_argument("--keep-data", action="store_true", help="keep the generated datasets after the run (reused by a later run with the same settings)")

@@ -20,7 +20,7 @@ from ..options import BACKENDS, DECODES, Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from .demo_checks import check_path, check_sample_options, resolve_options
 from .errors import InputError
-from .helpformat import DefaultsFormatter
+from .helpformat import add_command
 
 __all__ = ["add_parser", "run", "make_sample", "same_partition", "DemoResult"]
 
@@ -43,12 +43,7 @@ def _positive(text: str) -> int:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "demo",
-        help="read a (generated) dataset with engine=hwdecomp on a LocalCluster",
-        description=__doc__,
-        formatter_class=DefaultsFormatter,
-    )
+    p = add_command(subparsers, "demo", "read a (generated) dataset with engine=hwdecomp on a LocalCluster", __doc__)
     p.add_argument("path", nargs="?", help="Parquet file, directory or glob (default: make a sample)")
     # The sample's options default to None so that one given with PATH is seen (and refused).
     p.add_argument("--rows", type=_positive, default=None,

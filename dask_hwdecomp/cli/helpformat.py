@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["DefaultsFormatter"]
+__all__ = ["DefaultsFormatter", "add_command"]
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -24,3 +24,8 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if "(default" in help or action.default is None or action.default is False:
             return help
         return super()._get_help_string(action) or ""
+
+
+def add_command(subparsers, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """Register subcommand ``name``: ``help`` in ``hwdecomp --help``, ``description`` atop its own, defaults shown."""
+    return subparsers.add_parser(name, help=help, description=description, formatter_class=DefaultsFormatter)

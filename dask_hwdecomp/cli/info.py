@@ -7,14 +7,13 @@ import importlib
 import importlib.metadata
 import json
 
-from .helpformat import DefaultsFormatter
+from .helpformat import add_command
 
 __all__ = ["add_parser", "run", "collect"]
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("info", help="versions, GPUs and the backend chosen per codec", description=__doc__,
-                              formatter_class=DefaultsFormatter)
+    p = add_command(subparsers, "info", "versions, GPUs and the backend chosen per codec", __doc__)
     p.add_argument(
         "--backend", default=None, choices=("auto", "hardware", "nvcomp", "cpu"), help="resolve routing for this backend option (default: the options in force here)"
     )

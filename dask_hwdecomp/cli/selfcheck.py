@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from .helpformat import DefaultsFormatter
+from .helpformat import add_command
 
 __all__ = ["add_parser", "run"]
 
@@ -48,12 +48,8 @@ and nvCOMP), run `hwdecomp info` to see that the backends are available, then
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "selfcheck",
-        help="check the GPU decompression backends against the CPU backend",
-        description=__doc__.split("\n\n")[1],
-        formatter_class=DefaultsFormatter,
-    )
+    p = add_command(subparsers, "selfcheck", "check the GPU decompression backends against the CPU backend",
+                    __doc__.split("\n\n")[1])
     p.add_argument("--pages", type=int, default=2000, help="generated pages per algorithm")
     p.add_argument("--rows", type=int, default=200_000, help="rows of each generated Parquet file")
     p.set_defaults(func=run)

@@ -19,7 +19,7 @@ import math
 import os
 
 from .errors import UsageError
-from .helpformat import DefaultsFormatter
+from .helpformat import add_command
 
 __all__ = ["add_parser", "run"]
 
@@ -42,8 +42,7 @@ def _seconds(text: str) -> float:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("service", help="run, list or stop this node's GPU service", description=__doc__,
-                              formatter_class=DefaultsFormatter)
+    p = add_command(subparsers, "service", "run, list or stop this node's GPU service", __doc__)
     p.add_argument("action", choices=("run", "status", "stop"))
     p.add_argument("--persist", action="store_true", help="run: keep serving when no client is attached")
     p.add_argument("--idle-s", type=_seconds, default=2.0, help="run: exit this long after the last client left")
