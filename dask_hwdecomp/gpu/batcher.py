@@ -142,14 +142,24 @@ class Batcher:
     def _run_call(self, runner, call: list[Part], activation_error: BaseException | None) -> None:
         """Run one call and settle its parts' futures (its locals die with it)."""
         began = time.perf_counter()
+        results: list | None = None
+        error: BaseException | None = None
         try:
             if activation_error is not None:
                 raise activation_error
             results = runner.run(call)
         except BaseException as exc:
+            error = exc
+        # Counted before any caller returns, so a caller's stats() includes its call.
+        with self._cond:
+            self.calls += 1
+            self.parts += len(call)
+            self.pages += sum(len(part.jobs) for part in call)
+        if error is not None:
             for part in call:
-                part.owner.future.set_exception(exc)
+                part.owner.future.set_exception(error)
         else:
+            assert results is not None
             for part, failures in zip(call, results):
                 part.owner.future.set_result(failures)
         if timeline.enabled():
@@ -160,10 +170,6 @@ class Batcher:
                             pages=sum(len(part.jobs) for part in call),
                             nbytes=sum(part.out_bytes for part in call),
                             waited_s=waited - (ended - began))
-        with self._cond:
-            self.calls += 1
-            self.parts += len(call)
-            self.pages += sum(len(part.jobs) for part in call)
 
     def stats(self) -> dict:
         out = {"calls": self.calls, "parts": self.parts, "pages": self.pages}
