@@ -255,18 +255,18 @@ def test_the_pool_stays_within_its_cap_over_a_loop_of_reads_held_then_released(m
         monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     from dask_hwdecomp.service.decoding import ZERO_COPY_SHARE, _returns_of
 
-    cap = ZERO_COPY_SHARE * (64 << 10)
+    cap = ZERO_COPY_SHARE * (32 << 10)
     b = open_backend("cpu", Options(), service_dir, cap_bytes=cap)
     try:
-        table = pa.table({"x": pa.array(np.arange(2000, dtype=np.int64)), "y": pa.array(np.arange(2000) * 0.5)})
+        table = pa.table({"x": pa.array(np.arange(1000, dtype=np.int64)), "y": pa.array(np.arange(1000) * 0.5)})
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="none", use_dictionary=False)
         data = sink.getvalue()
         returns = _returns_of(b)
         copied = 0
-        for round_ in range(4):  # as a persist, then del, does: several reads held, then all released
+        for round_ in range(2):  # as a persist, then del, does: several reads held, then all released
             held = []
-            for _ in range(4):
+            for _ in range(3):
                 plan, out, buf = _decode(b, data)
                 buf.close()
                 copied += out.copied
@@ -279,8 +279,8 @@ def test_the_pool_stays_within_its_cap_over_a_loop_of_reads_held_then_released(m
             gc.collect()
             returns.drain()
             assert returns.live_bytes == 0, round_
-        # 32 KB of outputs a read against 64 KiB for zero-copy outputs: each round copied some past the share
-        assert copied >= 4
+        # 16 KB of outputs a read against 32 KiB for zero-copy outputs: each round copied its third past the share
+        assert copied >= 2
         assert b.stats()["all_host_pinned_bytes"] <= cap
     finally:
         b.close()
