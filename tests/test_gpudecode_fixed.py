@@ -10,8 +10,6 @@ import datetime
 import io
 import os
 import sys
-import threading
-import traceback
 from decimal import Decimal
 
 import numpy as np
@@ -28,41 +26,20 @@ ROWS = 40
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _simulator_fit_for_threads():
-    """Under the simulator: quick barriers, and block-shared arrays created once per block.
+def _quick_barriers():
+    """Under the simulator: a shorter switch interval still (each barrier costs one).
 
-    The simulator polls for threads at a barrier, so each barrier costs a
-    thread switch interval (5 ms by default): it is made short. Its
-    ``cuda.shared.array`` creates a block's array on first use without a
-    lock; with frequent switches two threads can both create it and then
-    no longer share it, so the creation is made atomic.
+    The package fits the simulator when it imports numba-cuda
+    (:mod:`dask_hwdecomp.gpudecode.simulator`); this module's many small
+    kernels run faster with a shorter interval yet.
     """
     if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         yield
         return
-    from numba.cuda.simulator import kernelapi
-
-    original = kernelapi.FakeCUDAShared.array
-    lock = threading.Lock()
-
-    def array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None:
-            return original(self, shape, dtype, alignment)
-        if isinstance(dtype, kernelapi.types.Type):
-            dtype = kernelapi.numpy_support.as_dtype(dtype)
-        caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # one array per source line, as the simulator
-        with lock:
-            res = self._allocations.get(caller)
-            if res is None:
-                res = self._allocations[caller] = np.empty(shape, dtype)
-        return res
-
     before = sys.getswitchinterval()
-    kernelapi.FakeCUDAShared.array = array
     sys.setswitchinterval(2e-5)
     yield
     sys.setswitchinterval(before)
-    kernelapi.FakeCUDAShared.array = original
 
 
 # name -> (type, values for row i); FLBA-backed types are float16 and fixed_size_binary.
