@@ -8,32 +8,37 @@
 from . import errors
 from .errors import *  # noqa: F403 - the exceptions and PageLocation, listed in errors.__all__
 from .options import Options, UnknownOptionWarning, current_options, options
-from .readpath.reader import HwdecompFallbackWarning, read_table
 from .report import NotGatheredWarning, ReadReport, collect_reports
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    # The Dask engine imports dask.dataframe, which is slow: only on demand.
+    # On demand: the Dask engine imports dask.dataframe, and the read path
+    # pandas and pyarrow's datasets (about 1 s together). A process that uses
+    # neither, the GPU service or a CLI command, starts without them.
     if name in ("hwdecomp", "HwdecompEngine"):
         from .engine.arrow import HwdecompEngine
 
         return HwdecompEngine
+    if name in ("read_table", "HwdecompFallbackWarning"):
+        from .readpath import reader
+
+        return getattr(reader, name)
     raise AttributeError(f"module 'dask_hwdecomp' has no attribute {name!r}")
 
 
 __all__ = [
     "hwdecomp",  # noqa: F405 - a lazy attribute (__getattr__)
     "HwdecompEngine",  # noqa: F405
-    "read_table",
+    "read_table",  # noqa: F405 - lazy
     "Options",
     "options",
     "current_options",
     "ReadReport",
     "collect_reports",
     *errors.__all__,
-    "HwdecompFallbackWarning",
+    "HwdecompFallbackWarning",  # noqa: F405 - lazy
     "UnknownOptionWarning",
     "NotGatheredWarning",
 ]
