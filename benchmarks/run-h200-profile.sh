@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device call of GPU-decoder work on the lent H200, modes run in the order given:
+#   tests    the GPU suite (tests/gpu; T1 seconds, default 230; GPU_TESTS to narrow it)
+#   kernels  each decode kernel's own time on merged batches (benchmarks/kernel_steps.py; MERGE, K_S)
+#   before   the service timeline at scale (4x4, snappy, 3 GB in 32 files, every variant interleaved) of the
+#            tree in .devcarry/before (e.g. `git archive main dask_hwdecomp | tar -x -C .devcarry/before`)
+#   after    the same of this tree; after2: with two decoder runners
+#   spy      this tree's again, py-spy sampling the service's GIL; idle: every thread, idle ones too
+# Carry .whl (shared/tools/device-wheels.sh) and .devcarry (py-spy's wheel in .devcarry/pyspy for spy and idle).
+# Environment: PROF_S (seconds a profile may take, default 110), DATASETS, VARIANTS, REPEATS, SPY_S.
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl $(ls .devcarry/pyspy/*.whl 2>/dev/null) >/dev/null 2>&1 || exit 1
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+root=$PWD
+n() { grep -cE "(^| )$1( +\[ *[0-9]+%\]|$)" "$2"; }
+for what in "$@"; do
+  if [ $what = tests ]; then
+    PYTHONPATH=/tmp/site:$root timeout ${T1:-230} python3 -m pytest -v -p no:cacheprovider -rfEs --timeout 150 ${GPU_TESTS:-tests/gpu} > $OUT/gpu-tests.log 2>&1
+    echo "gpu tests rc=$? passed $(n PASSED $OUT/gpu-tests.log) failed $(n FAILED $OUT/gpu-tests.log) error $(n ERROR $OUT/gpu-tests.log) skipped $(n SKIPPED $OUT/gpu-tests.log)"
+    grep -E "^(FAILED|ERROR)|SKIPPED \[" $OUT/gpu-tests.log | cut -c1-300 | head -20; tail -1 $OUT/gpu-tests.log
+    continue
+  fi
+  if [ $what = kernels ]; then
+    PYTHONPATH=/tmp/site:$root timeout ${K_S:-300} python3 benchmarks/kernel_steps.py /tmp/ks --data /tmp/bdata --size 3GB --files 32 \
+      --merge ${MERGE:-1,4,16} --repeats ${REPEATS:-2} > $OUT/kernels.log 2>&1
+    echo "kernels rc=$?"; grep -v Warning $OUT/kernels.log | tail -70; cp /tmp/ks/kernel_steps.json $OUT/ 2>/dev/null
+    continue
+  fi
+  src=$root; [ $what = before ] && src=$root/.devcarry/before
+  runners=1; [ $what = after2 ] && runners=2; k=$((k+1))
+  (cd $src && HWDECOMP_DECODE_RUNNERS=$runners PYTHONPATH=/tmp/site:$src timeout ${PROF_S:-110} python3 $root/benchmarks/profile_timeline.py /tmp/prof-$what --data /tmp/bdata \
+    --size 3GB --files 32 --datasets ${DATASETS:-lineitem,entropy} --codecs snappy --cluster 4x4 --repeats ${REPEATS:-2} \
+    --variants ${VARIANTS:-pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto} > $OUT/profile-$what$k.log 2>&1; mkdir -p /tmp/gantts; cp /tmp/prof-$what/gantt-*-decode-auto-*.png /tmp/gantts/ 2>/dev/null; for g in /tmp/gantts/gantt-*-decode-auto-?.png; do mv $g ${g%.png}-$what$k.png; done) &
+  prof=$!
+  if [ $what = spy ] || [ $what = idle ]; then
+    flags="--gil"; [ $what = idle ] && flags="--idle --threads"
+    until grep -q "#1:" $OUT/profile-$what$k.log 2>/dev/null || ! kill -0 $prof 2>/dev/null; do sleep 0.5; done
+    svc=$(pgrep -f "dask_hwdecomp.service" | head -1)
+    timeout 60 /tmp/site/bin/py-spy record --pid $svc $flags --rate 200 --format raw -o $OUT/spy-service-$what.txt --duration ${SPY_S:-25} --nonblocking > $OUT/spy.log 2>&1 &
+  fi
+  wait $prof; echo "$what rc=$?"; grep -E "GB/s(;|$)|Error|service after" $OUT/profile-$what$k.log | grep -v "warm\|kind " | head -40
+  wait
+done
+[ -f $OUT/spy.log ] && tail -2 $OUT/spy.log
+[ -d /tmp/gantts ] && tar czf $OUT/gantts.tgz -C /tmp gantts; ls $OUT
