@@ -85,7 +85,9 @@ def pytest_xdist_auto_num_workers(config):
 
     A quarter of the suite's time is spent waiting on other processes (GPU
     services, dask clusters, the command line): with a worker a core, the
-    cores idle then (6:07 on 2 cores, against 4:40 with 3 workers).
+    cores idle then (6:07 on 2 cores, against 4:40 with 3 workers, on the
+    suite of 2026-11-30; on today's, more of it simulated kernels, 583 to 618 s
+    with 2 workers and 592 s with 3: no loss either).
     ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set.
     """
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
