@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from .uploads_kernels import OUT_OF_RANGE, OUTSIDE_SPANS, OVERLAP, cut_ranges, outputs_table
+
 __all__ = ["KeptPages", "Uploads", "plan_uploads", "pack_patches", "device_address", "PATCH_BYTES"]
 
 # Host pieces smaller than this are packed and placed by one kernel launch.
@@ -113,7 +115,8 @@ def _outputs(kept: list[KeptPages]) -> np.ndarray:
     """Every output of every block: rows (start, end, block index, span id, offset in the block), by start.
 
     A span's id is its index in the blocks' spans laid end to end. All
-    blocks at once: a run's requests bring hundreds of them.
+    blocks at once, compiled (:func:`~.uploads_kernels.outputs_table`): a
+    run's requests bring hundreds of them.
 
     Raises
     ------
@@ -123,27 +126,15 @@ def _outputs(kept: list[KeptPages]) -> np.ndarray:
     if not kept:
         return np.zeros((0, 5), np.int64)
     spans = np.concatenate([np.asarray(p.spans, np.int64).reshape(-1, 3) for p in kept])
-    outs = [np.asarray(p.outputs, np.int64).reshape(-1, 2) for p in kept]
-    outs = [o[o[:, 1] > 0] for o in outs]
-    sblock = np.repeat(np.arange(len(kept)), [len(p.spans) for p in kept])
-    oblock = np.repeat(np.arange(len(kept)), [len(o) for o in outs])
-    out = np.concatenate(outs)
-    # each output's span: the last of its block's spans starting at or before it (block, then start)
-    top = max(int((spans[:, 0] + spans[:, 1]).max(initial=0)), int((out[:, 0] + out[:, 1]).max(initial=0))) + 1
-    if top * len(kept) >= 1 << 62 or (len(spans) and spans[:, 0].min() < 0) or (len(out) and out[:, 0].min() < 0):
-        raise ValueError(f"kept offsets out of range ({len(kept)} blocks, up to {top})")
-    order = np.lexsort((spans[:, 0], sblock))  # stable, as each block's own sort
-    key = sblock[order] * top + spans[order, 0]
-    at = np.searchsorted(key, oblock * top + out[:, 0], side="right") - 1
-    inside = at >= 0
-    span = order[np.maximum(at, 0)]
-    inside &= (sblock[span] == oblock) & (out[:, 0] + out[:, 1] <= spans[span, 0] + spans[span, 1])
-    if not inside.all():
-        raise ValueError(f"kept block {int(oblock[~inside].min())} has an output outside its spans")
-    block_off = spans[span, 2] + (out[:, 0] - spans[span, 0])
-    table = np.stack([out[:, 0], out[:, 0] + out[:, 1], oblock, span, block_off], axis=1).astype(np.int64)
-    table = table[np.argsort(table[:, 0], kind="stable")]
-    if len(table) > 1 and (table[1:, 0] < table[:-1, 1]).any():
+    outs = np.concatenate([np.asarray(p.outputs, np.int64).reshape(-1, 2) for p in kept])
+    sblock = np.repeat(np.arange(len(kept), dtype=np.int64), [len(p.spans) for p in kept])
+    oblock = np.repeat(np.arange(len(kept), dtype=np.int64), [len(p.outputs) for p in kept])
+    table, status, block = outputs_table(spans, sblock, outs, oblock, len(kept))
+    if status == OUT_OF_RANGE:
+        raise ValueError(f"kept offsets out of range ({len(kept)} blocks)")
+    if status == OUTSIDE_SPANS:
+        raise ValueError(f"kept block {block} has an output outside its spans")
+    if status == OVERLAP:
         raise ValueError("kept outputs overlap")
     return table
 
@@ -151,9 +142,10 @@ def _outputs(kept: list[KeptPages]) -> np.ndarray:
 def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = PATCH_BYTES) -> Uploads:
     """Split a plan's upload ``ranges`` into copies from ``kept`` blocks and from the host.
 
-    Every range is cut against every kept output at once (no Python per
-    range or output): a decode of a whole read has thousands of pages, and
-    this runs in the GPU service under its one GIL.
+    Every range is cut against every kept output in one compiled pass
+    (:func:`~.uploads_kernels.cut_ranges`, without the GIL): a decode of a
+    whole read has thousands of pages, and this runs in the GPU service's
+    decoder runner.
 
     Parameters
     ----------
@@ -170,61 +162,14 @@ def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = P
         The kept blocks contradict each other (see :func:`_outputs`).
     """
     ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 3)
-    ranges = ranges[ranges[:, 1] > 0]
+    ranges = np.ascontiguousarray(ranges[ranges[:, 1] > 0])
     if not kept:
         return Uploads([], *_split(ranges, patch_bytes))
-    table = _outputs(kept)
-    so, n, do = ranges[:, 0], ranges[:, 1], ranges[:, 2]
-    end = so + n
-    # the outputs each range overlaps: table[lo:hi] (outputs are sorted and disjoint)
-    lo = np.searchsorted(table[:, 1], so, side="right")
-    hi = np.searchsorted(table[:, 0], end, side="left")
-    counts = np.maximum(hi - lo, 0)
-    first = np.cumsum(counts) - counts  # each range's first hit
-    hit_range = np.repeat(np.arange(len(ranges)), counts)  # each hit's range
-    hits = table[lo[hit_range] + np.arange(len(hit_range)) - first[hit_range]]
-    starts = np.maximum(hits[:, 0], so[hit_range])
-    ends = np.minimum(hits[:, 1], end[hit_range])
-    shift = do - so  # a buffer offset's place in ``data``, per range
-    host = _gaps(so, end, counts, first, hit_range, starts, ends, shift)
-    # Exact pieces: each hit's bytes, nothing between outputs.
-    boff = hits[:, 4] + (starts - hits[:, 0])
-    pieces = np.stack([hits[:, 2], boff, starts + shift[hit_range], ends - starts], axis=1).astype(np.int64)
-    # consecutive outputs of one span within one range: one copy (no other output lies between them)
-    new = np.ones(len(hits), bool)
-    new[1:] = hits[1:, 3] != hits[:-1, 3]
-    new[first[counts > 0]] = True
-    heads = np.flatnonzero(new)
-    tails = np.append(heads[1:], len(hits))[: len(heads)] - 1
-    rows = np.stack([boff[heads], starts[heads] + shift[hit_range[heads]], ends[tails] - starts[heads]], axis=1)
-    blocks = hits[heads, 2]
-    order = np.argsort(blocks, kind="stable")
-    keys, at = np.unique(blocks[order], return_index=True)
-    parts = np.split(rows[order].astype(np.int64), at[1:])
-    device = [(int(k), part) for k, part in zip(keys.tolist(), parts)]
+    host, pieces, rows, counts = cut_ranges(ranges, _outputs(kept), len(kept))
+    ends = np.cumsum(counts)
+    device = [(k, rows[ends[k] - counts[k] : ends[k]]) for k in np.flatnonzero(counts).tolist()]
     big, small = _split(host, patch_bytes)
     return Uploads(device, big, small, pieces)
-
-
-def _gaps(so, end, counts, first, hit_range, starts, ends, shift) -> np.ndarray:
-    """What no kept output covers, per range in order: rows (source offset, bytes, offset in ``data``).
-
-    Range ``r`` has ``counts[r] + 1`` candidate gaps: from its start to its
-    first hit, between consecutive hits, from its last hit to its end.
-    """
-    total = len(hit_range) + len(so)
-    slot0 = first + np.arange(len(so))  # each range's first gap slot
-    cuts = np.empty(total, np.int64)  # where each gap starts ...
-    nexts = np.empty(total, np.int64)  # ... and ends
-    cuts[slot0] = so
-    nexts[slot0 + counts] = end
-    k = np.arange(len(hit_range)) - first[hit_range]  # each hit's place in its range
-    cuts[slot0[hit_range] + k + 1] = ends
-    nexts[slot0[hit_range] + k] = starts
-    owner = np.repeat(np.arange(len(so)), counts + 1)
-    gap = nexts > cuts
-    a = cuts[gap]
-    return np.stack([a, nexts[gap] - a, a + shift[owner[gap]]], axis=1).astype(np.int64).reshape(-1, 3)
 
 
 def _split(rows: np.ndarray, patch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
