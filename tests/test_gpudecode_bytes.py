@@ -199,6 +199,7 @@ def decode(buf: bytes, chunks, pages, extra, string_rows=None):
     """
     n = max(1, len(extra.valid))
     m = n if string_rows is None else string_rows
+    bytes_row, bytes_at = runner.bytes_chunk_rows(chunks)
     state = SimpleNamespace(
         data=cuda.to_device(np.frombuffer(buf, np.uint8)), chunks_d=cuda.to_device(chunks),
         pages_d=cuda.to_device(pages), valid=cuda.to_device(extra.valid), vindex=cuda.to_device(extra.vindex),
@@ -208,7 +209,8 @@ def decode(buf: bytes, chunks, pages, extra, string_rows=None):
         dict_off=cuda.device_array(max(1, extra.total_dict), np.int64),
         dict_len=cuda.device_array(max(1, extra.total_dict), np.int32), has_dba=True, stream=0,
         sa=cuda.device_array(n, np.uint64), sb=cuda.device_array(n, np.uint64),
-        page_bytes=cuda.device_array(len(pages), np.int64), page_base=cuda.device_array(len(pages), np.int64))
+        page_bytes=cuda.device_array(len(pages), np.int64), page_base=cuda.device_array(len(pages), np.int64),
+        bytes_row=cuda.to_device(bytes_row), bytes_at=cuda.to_device(bytes_at), bytes_rows=int(bytes_at[-1]))
     kernels_bytes_measure.measure_bytes(state)
     kernels_delta.measure_delta(state)
     chunks = state.chunks_d.copy_to_host()

@@ -4,7 +4,8 @@
 chunk's pages (:func:`~dask_hwdecomp.gpudecode.kernels_bytes_pages.sum_pages`),
 then each page's thread block scans its rows into the offsets, and the
 copy kernel copies every row's bytes (a thread a short string, a warp a
-long one, over all rows of the batch at once, not a block a page).
+long one, over the rows of every BYTES chunk of the batch at once, not a
+block a page).
 DELTA_BYTE_ARRAY values are copied in value order by every thread of the
 page's block, thread ``t`` taking bytes ``j = t (mod TPB)`` of each
 value: byte ``j`` of a value's prefix is byte ``j`` of the previous
@@ -160,14 +161,29 @@ def _copy_source(r, data, chunks, pages, valid, row_page, lengths, str_src, out8
     return dst, src, ln
 
 
-@cuda.jit(cache=True)
-def _copy_kernel(data, chunks, pages, valid, row_page, lengths, str_src, out8, out32, out64):
-    """The string bytes of every row of the batch (not DELTA_BYTE_ARRAY pages), after the offsets.
+@cuda.jit(device=True, cache=True)
+def _bytes_row(v, bytes_at, bytes_row):
+    """The batch row of the BYTES chunks' ``v``-th row (``0 <= v < bytes_at[-1]``)."""
+    lo = 0
+    hi = bytes_at.shape[0] - 1
+    while hi - lo > 1:  # the last chunk whose rows begin at or before v
+        mid = (lo + hi) // 2
+        if bytes_at[mid] <= v:
+            lo = mid
+        else:
+            hi = mid
+    return bytes_row[lo] + (v - bytes_at[lo])
 
-    A block takes :data:`_COPY_THREADS` rows at a time: short strings a
-    thread each, then each group of :data:`_LANES` threads copies the long
-    ones of the block's rows together, so that a page of long strings
-    loads and stores whole lines.
+
+@cuda.jit(cache=True)
+def _copy_kernel(data, chunks, pages, valid, row_page, lengths, str_src, out8, out32, out64, bytes_at, bytes_row):
+    """The string bytes of every row of the batch's BYTES chunks (not DELTA_BYTE_ARRAY pages), after the offsets.
+
+    A block takes :data:`_COPY_THREADS` of those rows at a time (the rows
+    of other chunks are not visited): short strings a thread each, then
+    each group of :data:`_LANES` threads copies the long ones of the
+    block's rows together, so that a page of long strings loads and
+    stores whole lines.
     """
     sdst = cuda.shared.array(_COPY_THREADS, numba.int64)
     ssrc = cuda.shared.array(_COPY_THREADS, numba.int64)
@@ -176,16 +192,18 @@ def _copy_kernel(data, chunks, pages, valid, row_page, lengths, str_src, out8, o
     lane = t % _LANES
     group = t // _LANES
     groups = _COPY_THREADS // _LANES
-    total = valid.shape[0]
+    total = bytes_at[bytes_at.shape[0] - 1]
     tile = np.int64(cuda.blockIdx.x) * _COPY_THREADS
     while tile < total:
-        r = tile + t
+        v = tile + t
         dst = np.int64(0)
         src = np.int64(0)
         ln = np.int64(-1)
-        if r < total:
-            dst, src, ln = _copy_source(r, data, chunks, pages, valid, row_page, lengths, str_src, out8, out32,
-                                        out64)
+        if v < total:
+            r = _bytes_row(v, bytes_at, bytes_row)
+            if r >= 0 and r < valid.shape[0]:
+                dst, src, ln = _copy_source(r, data, chunks, pages, valid, row_page, lengths, str_src, out8, out32,
+                                            out64)
         if ln >= 0 and ln < _LONG:
             for j in range(ln):
                 out8[dst + j] = data[src + j]
@@ -231,10 +249,11 @@ def write_bytes(state, out) -> None:
     o8, _o16, o32, o64 = out_views(out)
     _write_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                state.vindex, state.lengths, state.str_src, state.page_base, sa, sd, o8, o32, o64)
-    total = state.valid.shape[0]
+    total = state.bytes_rows
     if total:
         blocks = max(1, min((total + _COPY_THREADS - 1) // _COPY_THREADS, 4 if _SIM else MAX_BLOCKS))
         _copy_kernel[blocks, _COPY_THREADS, s](state.data, state.chunks_d, pages, state.valid, state.row_page,
-                                               state.lengths, state.str_src, o8, o32, o64)
+                                               state.lengths, state.str_src, o8, o32, o64, state.bytes_at,
+                                               state.bytes_row)
     if state.has_dba:
         write_fixed_dba(state, o8)

@@ -78,10 +78,70 @@ def _check_page(data, chunks, pages, p, vstart, vend, valid_rows):
     return pos, lend
 
 
+@cuda.jit(device=True, cache=True)
+def _number_rows(valid, vindex, vrow, row_page, rs, n, p, shared, scan):
+    """Number the page's rows from ``valid``: ``vindex``, ``vrow``, ``row_page``; returns the non-null count.
+
+    Called by every thread of the block. A thread takes rows ``tid, tid +
+    nthreads, ...``, so every load and store of a warp is one contiguous
+    run. A page without nulls (the common case) numbers its rows as they
+    are; otherwise the block scans ``valid`` a tile of ``nthreads`` rows at
+    a time. ``shared[6]`` is free here; ``scan`` holds ``2 * nthreads``.
+    """
+    tid = cuda.threadIdx.x
+    nthreads = cuda.blockDim.x
+    if tid == 0:
+        shared[6] = 0
+    cuda.syncthreads()
+    # int64 throughout: the simulator's NumPy keeps uint8 + uint8 a uint8, which wraps at 256.
+    count = np.int64(0)
+    for k in range(tid, n, nthreads):
+        count += np.int64(valid[rs + k])
+    if count:
+        cuda.atomic.add(shared, 6, count)
+    cuda.syncthreads()
+    total = shared[6]
+    if total == n:
+        for k in range(tid, n, nthreads):
+            vindex[rs + k] = k
+            vrow[rs + k] = k
+            row_page[rs + k] = p
+        return total
+    carry = np.int64(0)
+    for t0 in range(0, n, nthreads):
+        k = t0 + tid
+        v = np.int64(0)
+        if k < n:
+            v = np.int64(valid[rs + k])
+        # inclusive scan of the tile, Hillis-Steele between the two halves of ``scan``
+        src = 0
+        scan[tid] = v
+        cuda.syncthreads()
+        off = 1
+        while off < nthreads:
+            x = np.int64(scan[src * nthreads + tid])
+            if tid >= off:
+                x += scan[src * nthreads + tid - off]
+            scan[(1 - src) * nthreads + tid] = x
+            src = 1 - src
+            off *= 2
+            cuda.syncthreads()
+        e = carry + scan[src * nthreads + tid] - v
+        whole = np.int64(scan[src * nthreads + nthreads - 1])
+        if k < n:
+            vindex[rs + k] = e
+            row_page[rs + k] = p
+            if v:
+                vrow[rs + e] = k
+        carry += whole
+        cuda.syncthreads()  # the tile's scan is read; the next may overwrite it
+    return total
+
+
 @cuda.jit(cache=True)
 def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, vend):
     shared = cuda.shared.array(8, np.int64)
-    scan = cuda.shared.array(SCAN_SLOTS, np.int32)
+    scan = cuda.shared.array(2 * SCAN_SLOTS, np.int32)
     tid = cuda.threadIdx.x
     nthreads = cuda.blockDim.x
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
@@ -107,46 +167,13 @@ def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, ve
         if chunks[c]["max_def"] == 0:
             for k in range(tid, n, nthreads):
                 valid[rs + k] = 1
-                vindex[rs + k] = k
-                vrow[rs + k] = k
-                row_page[rs + k] = p
-            if tid == 0:
-                pages[p]["nonnull"] = n
-            continue
-        status = block_hybrid(data, pos, lend, 1, n, shared, valid, rs, vrow, 0, 2)
-        if status != 0:
-            if tid == 0:
-                set_error(pages, p, _LEVELS)
-            continue
-        # Exclusive scan of ``valid`` over the page: each thread counts a
-        # contiguous segment, one thread scans the counts, each thread then
-        # numbers its segment (three barriers a page, whatever its rows).
-        seg = (n + nthreads - 1) // nthreads
-        lo = tid * seg
-        hi = min(lo + seg, n)
-        # int64 both ways: numba would widen a plain 0, but the simulator's
-        # NumPy keeps 0 + uint8 a uint8, which wraps at 256.
-        count = np.int64(0)
-        for k in range(lo, hi):
-            count += np.int64(valid[rs + k])
-        scan[tid] = count
-        cuda.syncthreads()
+        else:
+            status = block_hybrid(data, pos, lend, 1, n, shared, valid, rs, vrow, 0, 2)
+            if status != 0:
+                if tid == 0:
+                    set_error(pages, p, _LEVELS)
+                continue
+        cuda.syncthreads()  # every row's ``valid`` is written
+        nonnull = _number_rows(valid, vindex, vrow, row_page, rs, n, p, shared, scan)
         if tid == 0:
-            run = 0
-            for t in range(nthreads):
-                here = scan[t]
-                scan[t] = run
-                run += here
-            shared[7] = run
-        cuda.syncthreads()
-        e = np.int64(scan[tid])
-        for k in range(lo, hi):
-            vindex[rs + k] = e
-            row_page[rs + k] = p
-            if valid[rs + k]:
-                vrow[rs + e] = k
-                e += 1
-        carry = shared[7]
-        cuda.syncthreads()
-        if tid == 0:
-            pages[p]["nonnull"] = carry
+            pages[p]["nonnull"] = nonnull

@@ -36,7 +36,8 @@ from .kernels_fixed import (
 from .kernels_levels import SCAN_SLOTS, levels_kernel
 from .tables import CHUNK, PAGE, Encoding, OutKind, PageKind, Physical, place_outputs
 
-__all__ = ["DecodeState", "DecodeStep", "STEPS", "Measured", "Decoded", "measure", "write", "decode_host"]
+__all__ = ["DecodeState", "DecodeStep", "STEPS", "Measured", "Decoded", "measure", "write", "decode_host",
+           "bytes_chunk_rows"]
 
 # Threads a block: the simulator runs one Python thread per CUDA thread,
 # so it gets small blocks and few of them (the kernels loop over the rest).
@@ -59,17 +60,19 @@ class DecodeState:
     offset), ``row_page``, ``idx``, ``lengths``, ``str_src``, the per-page
     ``vstart``, ``vend``, the dictionary entries' ``dict_off``,
     ``dict_len``, ``byte_base`` (each chunk's first bitmap byte slot, plus
-    the total), and the byte-array and DELTA kernels' scratch ``sa``,
+    the total), ``bytes_row`` and ``bytes_at`` (the BYTES chunks' first
+    rows, and where each one's rows begin among theirs, plus the total), and the byte-array and DELTA kernels' scratch ``sa``,
     ``sb`` (per row) and ``page_bytes``, ``page_base`` (per page). All are
     views of one device block, ``block``: the records uploaded in one copy
     (``records``: chunks, pages and byte slots), then the scratch, zeroed
     (``row_page`` set to -1) by one launch. ``stream`` is the stream every
-    launch uses; ``has_*`` say which steps the batch needs.
+    launch uses; ``has_*`` say which steps the batch needs, ``bytes_rows``
+    how many rows the BYTES chunks hold.
     """
 
     _ARRAYS = ("data", "block", "records", "chunks_d", "pages_d", "valid", "vindex", "vrow", "row_page", "idx",
-               "lengths", "str_src", "vstart", "vend", "dict_off", "dict_len", "byte_base", "sa", "sb",
-               "page_bytes", "page_base")
+               "lengths", "str_src", "vstart", "vend", "dict_off", "dict_len", "byte_base", "bytes_at", "bytes_row",
+               "sa", "sb", "page_bytes", "page_base")
     # The views of ``block``, set from a table in __init__ (device arrays; None once closed).
     chunks_d: Any
     pages_d: Any
@@ -85,6 +88,8 @@ class DecodeState:
     dict_off: Any
     dict_len: Any
     byte_base: Any
+    bytes_at: Any
+    bytes_row: Any
     sa: Any
     sb: Any
     page_bytes: Any
@@ -117,6 +122,8 @@ class DecodeState:
         self.has_bool = bool((kinds == int(OutKind.BOOL)).any())
         self.has_nullable = bool((chunks["max_def"] > 0).any())
         total_dict = _dictionary_entries(chunks[is_bytes], pages)
+        bytes_row, bytes_at = bytes_chunk_rows(chunks)
+        self.bytes_rows = int(bytes_at[-1])
         # One block, one upload, one fill, views: every allocation and launch
         # costs the service Python under its one GIL. Per-row string scratch
         # for the byte-array kernels: BYTES chunks, and DELTA_BYTE_ARRAY pages
@@ -125,6 +132,7 @@ class DecodeState:
         scratch_rows = max(1, rows) if self.has_bytes or self.has_delta else 0
         layout = _Layout([
             ("chunks_d", len(chunks), CHUNK), ("pages_d", len(pages), PAGE), ("byte_base", len(byte_base), np.int64),
+            ("bytes_at", len(bytes_at), np.int64), ("bytes_row", len(bytes_row), np.int64),
             (_ZEROED, 0, np.uint8),
             ("valid", rows, np.uint8), ("vindex", rows, np.int32), ("vrow", rows, np.int32),
             ("idx", rows if needs_idx else 0, np.int32), ("vstart", len(pages), np.int64),
@@ -139,18 +147,16 @@ class DecodeState:
         layout.host_view(host, "chunks_d")[:] = chunks
         layout.host_view(host, "pages_d")[:] = pages
         layout.host_view(host, "byte_base")[:] = byte_base
+        layout.host_view(host, "bytes_at")[:] = bytes_at
+        layout.host_view(host, "bytes_row")[:] = bytes_row
         self.block = cuda.device_array(layout.total, np.uint8, stream=stream)
         self.records = self.block[: len(host)]
         self.records.copy_to_device(host, stream=stream)
         for name, view in layout.device_views(self.block).items():
             setattr(self, name, view)
         self.record_layout = layout
-        # zeroed, then row_page's words to -1 (all ones), in one launch
-        words = self.block[layout.at[_ZEROED] : layout.at[_UNSET]].view(np.uint64)
-        split = (layout.at[_MINUS_ONE] - layout.at[_ZEROED]) // 8
-        if words.shape[0]:
-            split_fill_kernel[_grid(words.shape[0], _ROW_THREADS), _ROW_THREADS, stream](
-                words, split, np.uint64(0), np.uint64(0xFFFFFFFFFFFFFFFF))
+        # zeroed, then row_page's words to -1 (all ones)
+        _fill_scratch(self.block, layout.at[_ZEROED], layout.at[_MINUS_ONE], layout.at[_UNSET], stream)
         self.closed = False
 
     def close(self) -> None:
@@ -199,6 +205,48 @@ class _Layout:
     def device_views(self, block) -> dict:
         """Every array as a view of the device ``block``."""
         return {name: block[at : at + size].view(dtype) for name, (at, size, dtype) in self.arrays.items()}
+
+
+def bytes_chunk_rows(chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The BYTES chunks' rows, for the kernels that visit those alone: (first rows, where each chunk's begin).
+
+    Returns int64 arrays: the k-th BYTES chunk's ``row_base``, and the
+    exclusive sum of their ``num_rows`` with the total last.
+    """
+    is_bytes = chunks["kind"] == int(OutKind.BYTES)
+    bytes_row = chunks["row_base"][is_bytes].astype(np.int64)
+    bytes_at = np.zeros(len(bytes_row) + 1, np.int64)
+    np.cumsum(np.maximum(chunks["num_rows"][is_bytes].astype(np.int64), 0), out=bytes_at[1:])
+    return bytes_row, bytes_at
+
+
+def _fill_scratch(block, zeroed: int, minus_one: int, unset: int, stream: Any) -> None:
+    """Bytes ``[zeroed, minus_one)`` of ``block`` set to 0, ``[minus_one, unset)`` to 0xFF, on ``stream``.
+
+    Two driver memsets on the device (no kernel, no launch's Python); one
+    kernel under the simulator, which has no driver.
+    """
+    if _SIM:
+        words = block[zeroed:unset].view(np.uint64)
+        if words.shape[0]:
+            split_fill_kernel[_grid(words.shape[0], _ROW_THREADS), _ROW_THREADS, stream](
+                words, (minus_one - zeroed) // 8, np.uint64(0), np.uint64(0xFFFFFFFFFFFFFFFF))
+        return
+    from numba.cuda.cudadrv.driver import device_memset
+
+    for lo, hi, value in ((zeroed, minus_one, 0), (minus_one, unset, 0xFF)):
+        if hi > lo:
+            device_memset(block[lo:hi], value, hi - lo, stream)
+
+
+def _zero(out, stream: Any) -> None:
+    """``out`` zeroed on ``stream``: a driver memset on the device, a kernel under the simulator."""
+    if _SIM:
+        zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, stream](out)
+        return
+    from numba.cuda.cudadrv.driver import device_memset
+
+    device_memset(out, 0, out.shape[0], stream)
 
 
 def _dictionary_entries(chunks: np.ndarray, pages: np.ndarray) -> int:
@@ -389,7 +437,7 @@ def write(state: DecodeState, chunks: np.ndarray, out, *, stream: Any) -> np.nda
     state.chunks_d.copy_to_device(np.ascontiguousarray(chunks, CHUNK), stream=st)  # its place, not a new array
     s = state
     if out.shape[0]:
-        zero_kernel[_grid(out.shape[0], _ROW_THREADS), _ROW_THREADS, st](out)
+        _zero(out, st)
     for step in STEPS:
         if step.write is not None and step.present(s):
             step.write(s, out)

@@ -1,0 +1,97 @@
+"""The length walk of PLAIN byte arrays (``kernels_walk.walk_lengths``) against a serial walk.
+
+Random pages of length-prefixed values, many of them spoilt (cut short,
+a huge length, too few values), walked by one thread block; each value's
+length and start, and the error, must be the serial walk's. The lengths
+are chosen around the walk's region size, so that prefixes start on a
+region's last bytes, values end on its edge and values longer than a
+region (or two) are stepped over. Under numba's CUDA simulator without a
+GPU; on the GPU machine with the device's region and block sizes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+if "NUMBA_ENABLE_CUDASIM" not in os.environ:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda
+
+from dask_hwdecomp.gpudecode import kernels_walk
+from dask_hwdecomp.gpudecode.kernels_delta import E_LENGTH, E_VALUES
+
+_BUF = kernels_walk._BUF
+_REGION = kernels_walk._REGION
+
+
+@cuda.jit
+def _walk_one(data, pos, end, n, out_len, out_src, err):
+    stage = cuda.shared.array(2 * _BUF, numba.uint8)
+    st = cuda.shared.array(6, numba.int64)
+    e = kernels_walk.walk_lengths(data, pos, end, n, out_len, out_src, 0, stage, st)
+    if cuda.threadIdx.x == 0:
+        err[0] = e
+
+
+def serial_walk(buf: bytes, pos: int, end: int, n: int):
+    """The reference: (lengths, starts, error) of walking ``n`` values of ``buf[pos:end]``."""
+    lens, starts = [], []
+    x = pos
+    while len(lens) < n:
+        if x + 4 > end:
+            return lens, starts, E_VALUES
+        ln = int.from_bytes(buf[x : x + 4], "little")
+        if ln > end - x - 4:
+            return lens, starts, E_LENGTH
+        lens.append(ln)
+        starts.append(x + 4)
+        x += 4 + ln
+    return lens, starts, 0
+
+
+def _page(rng) -> tuple[bytes, int, int, int]:
+    """A buffer, the page's first and end byte, and the values to walk (often not what the page holds)."""
+    sizes = [0, 1, 3, _REGION - 8, _REGION - 5, _REGION - 4, _REGION - 3, _REGION, _REGION + 1, 2 * _REGION + 7,
+             3 * _REGION]
+    count = int(rng.integers(0, 60))
+    lens = [int(rng.choice(sizes)) if rng.random() < 0.3 else int(rng.integers(0, 12)) for _ in range(count)]
+    body = b"".join(ln.to_bytes(4, "little") + bytes(rng.integers(0, 256, ln, dtype=np.uint8)) for ln in lens)
+    body = bytearray(body)
+    spoil = rng.random()
+    if spoil < 0.15 and body:
+        body = body[: int(rng.integers(0, len(body)))]  # cut short anywhere
+    elif spoil < 0.25 and len(body) >= 4:
+        at = int(rng.integers(0, len(body) - 3))
+        body[at : at + 4] = int(rng.integers(2**20, 2**32)).to_bytes(4, "little")  # a huge length somewhere
+    lead = bytes(rng.integers(0, 256, int(rng.integers(0, 9)), dtype=np.uint8))
+    tail = bytes(rng.integers(0, 256, 16, dtype=np.uint8))  # bytes past the page the walk must not read as it
+    n = count + int(rng.choice([0, 0, 0, -1, 1, 5])) if count else int(rng.integers(0, 3))
+    return lead + bytes(body) + tail, len(lead), len(lead) + len(body), max(n, 0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_walk_equals_the_serial_walk(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(6):
+        buf, pos, end, n = _page(rng)
+        lens, starts, want = serial_walk(buf, pos, end, n)
+        out_len = np.full(max(n, 1), -1, np.int64)
+        out_src = np.full(max(n, 1), -1, np.int64)
+        err = np.zeros(1, np.int64)
+        d_len, d_src, d_err = cuda.to_device(out_len), cuda.to_device(out_src), cuda.to_device(err)
+        _walk_one[1, kernels_walk.THREADS](cuda.to_device(np.frombuffer(buf, np.uint8)), pos, end, n,
+                                           d_len, d_src, d_err)
+        got_len, got_src = d_len.copy_to_host(), d_src.copy_to_host()
+        assert int(d_err.copy_to_host()[0]) == want, (seed, pos, end, n)
+        assert got_len[: len(lens)].tolist() == lens
+        assert got_src[: len(starts)].tolist() == starts
+        if not want:  # nothing written past the values walked
+            assert (got_len[len(lens) :] == -1).all()
