@@ -28,13 +28,13 @@ from numba import cuda
 from dask_hwdecomp.gpudecode import kernels_walk
 from dask_hwdecomp.gpudecode.kernels_delta import E_LENGTH, E_VALUES
 
-_BUF = kernels_walk._BUF
+_STAGE_BYTES = kernels_walk.STAGE_BYTES
 _REGION = kernels_walk._REGION
 
 
 @cuda.jit
 def _walk_one(data, pos, end, n, out_len, out_src, err):
-    stage = cuda.shared.array(2 * _BUF, numba.uint8)
+    stage = cuda.shared.array(_STAGE_BYTES, numba.uint8)
     st = cuda.shared.array(6, numba.int64)
     e = kernels_walk.walk_lengths(data, pos, end, n, out_len, out_src, 0, stage, st)
     if cuda.threadIdx.x == 0:

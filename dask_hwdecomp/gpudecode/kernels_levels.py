@@ -21,6 +21,8 @@ __all__ = ["levels_kernel", "set_error", "SCAN_SLOTS"]
 
 # Shared scan buffer: blocks of this kernel run with at most this many threads.
 SCAN_SLOTS = 256
+# The tile scan's two halves (a shared array's shape must be a constant, not an expression).
+_SCAN_BOTH = 2 * SCAN_SLOTS
 
 _LEVELS = int(PageError.LEVELS)
 _VALUES = int(PageError.VALUES)
@@ -141,7 +143,7 @@ def _number_rows(valid, vindex, vrow, row_page, rs, n, p, shared, scan):
 @cuda.jit(cache=True)
 def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, vend):
     shared = cuda.shared.array(8, np.int64)
-    scan = cuda.shared.array(2 * SCAN_SLOTS, np.int32)
+    scan = cuda.shared.array(_SCAN_BOTH, np.int32)
     tid = cuda.threadIdx.x
     nthreads = cuda.blockDim.x
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):

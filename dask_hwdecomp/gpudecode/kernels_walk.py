@@ -33,7 +33,7 @@ import numpy as np
 from .cuda_jit import cuda
 from .kernels_delta import E_COUNT, E_LENGTH, E_VALUES, ENC_PLAIN, K_BYTES, P_DICTIONARY, set_error
 
-__all__ = ["THREADS", "walk_kernel", "walk_lengths"]
+__all__ = ["THREADS", "STAGE_BYTES", "walk_kernel", "walk_lengths"]
 
 _SIM = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
 # Bytes a region. The simulator gets small regions, so that small test
@@ -41,6 +41,8 @@ _SIM = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
 _REGION = 64 if _SIM else 4096
 # A buffer: a region and the last prefix's 3 bytes past it, rounded up.
 _BUF = _REGION + 8
+# Both buffers (a shared array's shape must be a constant, not an expression).
+STAGE_BYTES = 2 * _BUF
 # Threads of the walk kernel's blocks; the threads from _LOADER0 on stage
 # regions (on the device not the walker's warp, whose lanes would take
 # turns with it).
@@ -69,7 +71,7 @@ def walk_lengths(data, pos, end, n, out_len, out_src, base, stage, st):
     Value ``i``'s length goes to ``out_len[base + i]``, the offset of its
     first byte in ``data`` to ``out_src[base + i]``. Every thread of the
     block calls it and gets the same result: 0, ``E_VALUES`` or
-    ``E_LENGTH``. ``stage``: ``2 * _BUF`` shared bytes; ``st``: six
+    ``E_LENGTH``. ``stage``: :data:`STAGE_BYTES` shared bytes; ``st``: six
     shared int64.
     """
     t = cuda.threadIdx.x
@@ -178,7 +180,7 @@ def walk_kernel(data, chunks, pages, vstart, vend, valid, lengths, dict_off, dic
     ``sa``/``sb`` are in the page's value space (``row_start + i``);
     launch with :data:`THREADS` threads a block.
     """
-    stage = cuda.shared.array(2 * _BUF, numba.uint8)
+    stage = cuda.shared.array(STAGE_BYTES, numba.uint8)
     st = cuda.shared.array(6, numba.int64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
         _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, st)
