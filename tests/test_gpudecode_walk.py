@@ -28,15 +28,15 @@ from numba import cuda
 from dask_hwdecomp.gpudecode import kernels_walk
 from dask_hwdecomp.gpudecode.kernels_delta import E_LENGTH, E_VALUES
 
-_STAGE_BYTES = kernels_walk.STAGE_BYTES
+_STAGE_WORDS = kernels_walk.STAGE_WORDS
 _REGION = kernels_walk._REGION
 
 
 @cuda.jit
-def _walk_one(data, pos, end, n, out_len, out_src, err):
-    stage = cuda.shared.array(_STAGE_BYTES, numba.uint8)
+def _walk_one(data, data64, pos, end, n, out_len, out_src, err):
+    stage = cuda.shared.array(_STAGE_WORDS, numba.uint64)
     st = cuda.shared.array(6, numba.int64)
-    e = kernels_walk.walk_lengths(data, pos, end, n, out_len, out_src, 0, stage, st)
+    e = kernels_walk.walk_lengths(data, data64, pos, end, n, out_len, out_src, 0, stage, st)
     if cuda.threadIdx.x == 0:
         err[0] = e
 
@@ -87,8 +87,8 @@ def test_walk_equals_the_serial_walk(seed):
         out_src = np.full(max(n, 1), -1, np.int64)
         err = np.zeros(1, np.int64)
         d_len, d_src, d_err = cuda.to_device(out_len), cuda.to_device(out_src), cuda.to_device(err)
-        _walk_one[1, kernels_walk.THREADS](cuda.to_device(np.frombuffer(buf, np.uint8)), pos, end, n,
-                                           d_len, d_src, d_err)
+        data = cuda.to_device(np.frombuffer(buf, np.uint8))
+        _walk_one[1, kernels_walk.THREADS](data, kernels_walk.whole_words(data), pos, end, n, d_len, d_src, d_err)
         got_len, got_src = d_len.copy_to_host(), d_src.copy_to_host()
         assert int(d_err.copy_to_host()[0]) == want, (seed, pos, end, n)
         assert got_len[: len(lens)].tolist() == lens

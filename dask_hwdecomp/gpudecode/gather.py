@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import config
 
+from .. import timeline
 from .cuda_jit import cuda
 from .kernels_copy import gather_kernel
 from .uploads import device_address, pack_patches
@@ -96,7 +97,28 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
     table_bytes = -(-tiles * 24 // _ALIGN) * _ALIGN
     pack_bytes = int(sum(int(rows[:, 1].sum()) for _, rows in patches))
     host = np.empty(table_bytes + pack_bytes, np.uint8)
-    staging = cuda.device_array(len(host), np.uint8, stream=stream)
+    with timeline.span("gather_alloc", nbytes=len(host)):
+        staging = cuda.device_array(len(host), np.uint8, stream=stream)
+    with timeline.span("gather_table", tiles=tiles):
+        cut = _tile_table(staging, sources, patches, host, table_bytes)
+    with timeline.span("gather_copy", nbytes=len(host)):
+        staging.copy_to_device(host, stream=stream)
+    with timeline.span("gather_launch"):
+        src8, src64 = _window(cut.base, cut.span)
+        dst64 = data[: data.shape[0] // 8 * 8].view(np.uint64)
+        blocks = max(1, min(tiles, _MAX_BLOCKS))
+        gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
+
+
+class _Cut(NamedTuple):
+    """Where the tiles' sources lie: the window's first (aligned) address and its bytes."""
+
+    base: int
+    span: int
+
+
+def _tile_table(staging, sources: np.ndarray, patches, host: np.ndarray, table_bytes: int) -> _Cut:
+    """Pack the patches behind the table in ``host`` and write the tiles (relative to the window) before them."""
     address = device_address(staging)
     packed, at = [sources], table_bytes
     for src, rows in patches:
@@ -110,12 +132,8 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
     span = int((live[:, 0] + live[:, 2]).max()) - base
     cut = tile_rows(live)
     cut[:, 0] -= base
-    host[: tiles * 24].view(np.int64)[:] = cut.reshape(-1)
-    staging.copy_to_device(host, stream=stream)
-    src8, src64 = _window(base, span)
-    dst64 = data[: data.shape[0] // 8 * 8].view(np.uint64)
-    blocks = max(1, min(tiles, _MAX_BLOCKS))
-    gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
+    host[: len(cut) * 24].view(np.int64)[:] = cut.reshape(-1)
+    return _Cut(base, span)
 
 
 def _window(address: int, nbytes: int) -> tuple[Any, Any]:

@@ -8,7 +8,7 @@ its bytes start in ``data``; for DELTA_BYTE_ARRAY the start of its
 
 - dictionary pages (PLAIN byte arrays): a page's block walks the lengths
   into ``dict_off``/``dict_len`` (:mod:`.kernels_walk`: serial by format,
-  walked a window at a time by pointer doubling);
+  one thread walking it from shared memory while the block stages the next region);
 - PLAIN data pages: walked the same way into a scratch in the page's row
   space, then the page's thread block places them at their rows;
 - dictionary data pages: a thread a row looks its entry up;
@@ -50,7 +50,7 @@ from .kernels_delta import (
     set_error,
 )
 from .kernels_walk import THREADS as WALK_THREADS
-from .kernels_walk import walk_kernel
+from .kernels_walk import walk_kernel, whole_words
 
 __all__ = ["measure_bytes"]
 
@@ -263,8 +263,9 @@ def measure_bytes(state) -> None:
         return
     s = state.stream
     sa, sb = state.sa, state.sb
-    walk_kernel[page_blocks(np_), WALK_THREADS, s](state.data, state.chunks_d, pages, state.vstart, state.vend,
-                                                    state.valid, state.lengths, state.dict_off, state.dict_len, sa, sb)
+    walk_kernel[page_blocks(np_), WALK_THREADS, s](state.data, whole_words(state.data), state.chunks_d, pages,
+                                                    state.vstart, state.vend, state.valid, state.lengths,
+                                                    state.dict_off, state.dict_len, sa, sb)
     _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                  state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
                                  state.str_src, sa, sb)

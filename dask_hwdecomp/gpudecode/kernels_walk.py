@@ -17,9 +17,11 @@ load the next region into a second buffer:
 3. the walk goes on in the next region, or, after a value longer than a
    region, in a region staged where its next prefix is.
 
-A region's buffer holds 4 bytes past the region, so a prefix that starts
-in it is read whole. Pages are walked in parallel, one block each, and a
-block is small (:data:`THREADS`), so many pages walk at once.
+A region is staged in 8-byte words (a load moves eight bytes), from the
+word its first byte is in to the word past its end, so a prefix that
+starts in it is read whole, from one or two words. Pages are walked in
+parallel, one block each, and a block is small (:data:`THREADS`), so many
+pages walk at once.
 
 The results and errors are those of the serial walk: ``E_VALUES`` when a
 length prefix runs past the page, ``E_LENGTH`` when a value does.
@@ -33,46 +35,76 @@ import numpy as np
 from .cuda_jit import cuda
 from .kernels_delta import E_COUNT, E_LENGTH, E_VALUES, ENC_PLAIN, K_BYTES, P_DICTIONARY, set_error
 
-__all__ = ["THREADS", "STAGE_BYTES", "walk_kernel", "walk_lengths"]
+__all__ = ["THREADS", "STAGE_WORDS", "walk_kernel", "walk_lengths", "whole_words"]
 
 _SIM = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
-# Bytes a region. The simulator gets small regions, so that small test
-# pages still cross several.
+# Bytes a region (a multiple of 8). The simulator gets small regions, so
+# that small test pages still cross several.
 _REGION = 64 if _SIM else 4096
-# A buffer: a region and the last prefix's 3 bytes past it, rounded up.
-_BUF = _REGION + 8
+# A buffer, in 8-byte words: the region from the word its first byte is in,
+# and the word a prefix that starts in its last bytes ends in.
+_WORDS = _REGION // 8 + 2
 # Both buffers (a shared array's shape must be a constant, not an expression).
-STAGE_BYTES = 2 * _BUF
+STAGE_WORDS = 2 * _WORDS
 # Threads of the walk kernel's blocks; the threads from _LOADER0 on stage
 # regions (on the device not the walker's warp, whose lanes would take
 # turns with it).
 THREADS = 16 if _SIM else 128
 _LOADER0 = 1 if _SIM else 32
-assert THREADS > _LOADER0
+assert THREADS > _LOADER0 and _REGION % 8 == 0
+_U8 = np.uint64(8)
+_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 @cuda.jit(device=True, cache=True)
-def _stage(data, stage, half, lo, end, first, step):
-    """Bytes ``[lo, min(lo + _BUF, end))`` of ``data`` into buffer ``half``, threads ``first, first + step, ...``."""
-    n = end - lo
-    if n > _BUF:
-        n = np.int64(_BUF)
+def _stage(data, data64, stage, half, lo, end, first, step):
+    """The words of ``data`` from ``lo``'s to ``end``'s into buffer ``half``, threads ``first, first + step, ...``.
+
+    ``data64`` is ``data``'s whole words; the last, partial one is put
+    together from its bytes.
+    """
+    w0 = lo >> 3
+    n = ((end + 7) >> 3) - w0
+    if n > _WORDS:
+        n = np.int64(_WORDS)
+    at = half * _WORDS
     k = np.int64(first)
-    at = half * _BUF
     while k < n:
-        stage[at + k] = data[lo + k]
+        w = w0 + k
+        if w < data64.shape[0]:
+            stage[at + k] = data64[w]
+        else:
+            v = np.uint64(0)
+            for j in range(8):
+                if w * 8 + j < data.shape[0]:
+                    v |= np.uint64(data[w * 8 + j]) << np.uint64(8 * j)
+            stage[at + k] = v
         k += step
 
 
 @cuda.jit(device=True, cache=True)
-def walk_lengths(data, pos, end, n, out_len, out_src, base, stage, st):
+def _prefix(stage, at, o):
+    """The 4-byte little-endian length at byte ``o`` of the buffer whose first word is ``stage[at]``."""
+    w = at + (o >> 3)
+    sh = np.uint64(o & 7)
+    v = stage[w]
+    if sh != 0:
+        v = v >> (sh * _U8)
+        if sh > 4:
+            v |= stage[w + 1] << ((_U8 - sh) * _U8)
+    return np.int64(v & _LOW32)
+
+
+@cuda.jit(device=True, cache=True)
+def walk_lengths(data, data64, pos, end, n, out_len, out_src, base, stage, st):
     """Walk ``n`` length-prefixed values of ``data[pos:end]`` with the whole block.
 
     Value ``i``'s length goes to ``out_len[base + i]``, the offset of its
     first byte in ``data`` to ``out_src[base + i]``. Every thread of the
     block calls it and gets the same result: 0, ``E_VALUES`` or
-    ``E_LENGTH``. ``stage``: :data:`STAGE_BYTES` shared bytes; ``st``: six
-    shared int64.
+    ``E_LENGTH``. ``data64``: ``data``'s whole 8-byte words (the regions are
+    staged a word a load); ``stage``: :data:`STAGE_WORDS` shared uint64;
+    ``st``: six shared int64.
     """
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
@@ -85,33 +117,32 @@ def walk_lengths(data, pos, end, n, out_len, out_src, base, stage, st):
         st[2] = 0  # error
     lo = pos  # the staged region's first byte (every thread keeps the same)
     half = 0
-    _stage(data, stage, half, lo, end, t, nt)
+    _stage(data, data64, stage, half, lo, end, t, nt)
     cuda.syncthreads()
-    at = 0
+    par = 0
     err = np.int64(0)
     while True:
-        x = st[at]
-        i = st[at + 1]
-        err = st[at + 2]
+        x = st[par]
+        i = st[par + 1]
+        err = st[par + 2]
         if err != 0 or i >= n:
             break
         if x >= lo + _REGION:
             # past the staged region and the next: a value longer than a region was stepped over
             lo = x
-            _stage(data, stage, half, lo, end, t, nt)
+            _stage(data, data64, stage, half, lo, end, t, nt)
             cuda.syncthreads()
         nxt = lo + _REGION
         if t == 0:
-            o0 = half * _BUF - lo
+            at = half * _WORDS
+            first = (lo >> 3) << 3  # the buffer's first byte
             while i < n:
                 if x >= nxt:
                     break
                 if x + 4 > end:
                     err = E_VALUES
                     break
-                o = o0 + x
-                ln = (np.int64(stage[o]) | (np.int64(stage[o + 1]) << 8) | (np.int64(stage[o + 2]) << 16)
-                      | (np.int64(stage[o + 3]) << 24))
+                ln = _prefix(stage, at, x - first)
                 if ln > end - x - 4:
                     err = E_LENGTH
                     break
@@ -119,14 +150,14 @@ def walk_lengths(data, pos, end, n, out_len, out_src, base, stage, st):
                 out_src[base + i] = x + 4
                 i += 1
                 x += 4 + ln
-            st[3 - at] = x
-            st[4 - at] = i
-            st[5 - at] = err
+            st[3 - par] = x
+            st[4 - par] = i
+            st[5 - par] = err
         elif t >= _LOADER0 and nxt < end:
-            _stage(data, stage, 1 - half, nxt, end, t - _LOADER0, nt - _LOADER0)
+            _stage(data, data64, stage, 1 - half, nxt, end, t - _LOADER0, nt - _LOADER0)
         cuda.syncthreads()
-        at = 3 - at
-        x = st[at]
+        par = 3 - par
+        x = st[par]
         if x >= nxt and x < nxt + _REGION:
             lo = nxt  # the walk goes on in the region the loaders staged
             half = 1 - half
@@ -134,7 +165,7 @@ def walk_lengths(data, pos, end, n, out_len, out_src, base, stage, st):
 
 
 @cuda.jit(device=True, cache=True)
-def _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, st):
+def _walk_page(p, data, data64, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, st):
     t = cuda.threadIdx.x
     if pages[p]["error"] != 0:
         return
@@ -154,7 +185,7 @@ def _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, d
             if t == 0:
                 set_error(pages, p, E_COUNT)
             return
-        err = walk_lengths(data, pos, end, n, dict_len, dict_off, base, stage, st)
+        err = walk_lengths(data, data64, pos, end, n, dict_len, dict_off, base, stage, st)
     elif pages[p]["encoding"] == ENC_PLAIN:
         # The measure kernel checks the page again and reports what is wrong.
         lo = pages[p]["offset"]
@@ -166,7 +197,7 @@ def _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, d
         if (s < lo or e > lo + pages[p]["size"] or s > e or e > data.shape[0] or n > rows or n < 0
                 or base + rows > valid.shape[0] or base + rows > lengths.shape[0]):
             return
-        err = walk_lengths(data, s, e, n, sa, sb, base, stage, st)
+        err = walk_lengths(data, data64, s, e, n, sa, sb, base, stage, st)
     else:
         return
     if err != 0 and t == 0:
@@ -174,14 +205,20 @@ def _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, d
 
 
 @cuda.jit(cache=True)
-def walk_kernel(data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb):
+def walk_kernel(data, data64, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb):
     """A block a page: BYTES dictionary pages into ``dict_len``/``dict_off``, PLAIN data pages into ``sa``/``sb``.
 
     ``sa``/``sb`` are in the page's value space (``row_start + i``);
-    launch with :data:`THREADS` threads a block.
+    ``data64`` is ``data``'s whole 8-byte words. Launch with
+    :data:`THREADS` threads a block.
     """
-    stage = cuda.shared.array(STAGE_BYTES, numba.uint8)
+    stage = cuda.shared.array(STAGE_WORDS, numba.uint64)
     st = cuda.shared.array(6, numba.int64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
-        _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, st)
+        _walk_page(p, data, data64, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, st)
         cuda.syncthreads()
+
+
+def whole_words(data):
+    """``data``'s (a uint8 device array from an aligned start) whole 8-byte words as a uint64 view."""
+    return data[: data.shape[0] // 8 * 8].view(np.uint64)

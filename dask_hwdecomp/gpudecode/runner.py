@@ -320,9 +320,11 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Meas
         chunks[name] = 0
     for name in ("nonnull", "error"):
         pages[name] = 0
-    state = DecodeState(data, chunks, pages, stream=stream)
+    with timeline.span("measure_state", pages=len(pages)):
+        state = DecodeState(data, chunks, pages, stream=stream)
     try:
-        _measure(state)
+        with timeline.span("measure_launch"):
+            _measure(state)
         with timeline.span("measure_wait"):
             back = state.records.copy_to_host(stream=stream)  # the chunks and pages in one copy (small)
             if stream != 0:
