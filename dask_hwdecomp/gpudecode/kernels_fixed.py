@@ -5,7 +5,8 @@ are not for the chunk's kind and value sections too short for the page's
 values; :func:`dict_kernel` (one block a page) decodes dictionary indices
 (every kind) and RLE booleans into ``idx`` by row, checking indices
 against the dictionary page; :func:`totals_kernel` (one thread a chunk)
-sums nulls. Write: :func:`zero_kernel`, then :func:`validity_kernel` and
+sums nulls. Write: the output zeroed (a driver memset; :func:`zero_kernel`
+under the simulator), then :func:`validity_kernel` and
 :func:`bool_kernel` (one thread an output byte: eight rows, so no two
 threads write the same byte) and :func:`fixed_kernel` (one thread a row).
 """
@@ -214,7 +215,7 @@ def zero_kernel(out):
 
 @cuda.jit(cache=True)
 def split_fill_kernel(a, split, low, high):
-    """Elements of ``a`` before ``split`` set to ``low``, the others to ``high`` (two scratch fills, one launch)."""
+    """Elements of ``a`` before ``split`` set to ``low``, the others to ``high`` (the simulator's scratch fill)."""
     for i in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
         a[i] = low if i < split else high
 

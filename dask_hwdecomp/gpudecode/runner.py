@@ -65,7 +65,7 @@ class DecodeState:
     ``sb`` (per row) and ``page_bytes``, ``page_base`` (per page). All are
     views of one device block, ``block``: the records uploaded in one copy
     (``records``: chunks, pages and byte slots), then the scratch, zeroed
-    (``row_page`` set to -1) by one launch. ``stream`` is the stream every
+    (``row_page`` set to -1) by two driver memsets. ``stream`` is the stream every
     launch uses; ``has_*`` say which steps the batch needs, ``bytes_rows``
     how many rows the BYTES chunks hold.
     """
