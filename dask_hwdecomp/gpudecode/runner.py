@@ -61,13 +61,14 @@ class DecodeState:
     ``vstart``, ``vend``, the dictionary entries' ``dict_off``,
     ``dict_len``, ``byte_base`` (each chunk's first bitmap byte slot, plus
     the total), ``bytes_row`` and ``bytes_at`` (the BYTES chunks' first
-    rows, and where each one's rows begin among theirs, plus the total), and the byte-array and DELTA kernels' scratch ``sa``,
-    ``sb`` (per row) and ``page_bytes``, ``page_base`` (per page). All are
-    views of one device block, ``block``: the records uploaded in one copy
+    rows, and where each one's rows begin among theirs, plus the total),
+    and the byte-array and DELTA kernels' scratch ``sa``, ``sb`` (per row)
+    and ``page_bytes``, ``page_base`` (per page). All are views of one
+    device block, ``block``: the records uploaded in one copy
     (``records``: chunks, pages and byte slots), then the scratch, zeroed
-    (``row_page`` set to -1) by two driver memsets. ``stream`` is the stream every
-    launch uses; ``has_*`` say which steps the batch needs, ``bytes_rows``
-    how many rows the BYTES chunks hold.
+    (``row_page`` set to -1) by two driver memsets. ``stream`` is the
+    stream every launch uses; ``has_*`` say which steps the batch needs,
+    ``bytes_rows`` how many rows the BYTES chunks hold.
     """
 
     _ARRAYS = ("data", "block", "records", "chunks_d", "pages_d", "valid", "vindex", "vrow", "row_page", "idx",
