@@ -13,6 +13,7 @@ import pytest
 
 from dask_hwdecomp.gpudecode.cuda_jit import cuda
 from dask_hwdecomp.gpudecode.gather import TILE_BYTES, copy_pieces, tile_rows
+from dask_hwdecomp.gpudecode.gather_tiles import count_tiles, write_tiles
 from dask_hwdecomp.gpudecode.uploads import (
     KeptPages,
     Uploads,
@@ -198,6 +199,27 @@ def test_tiles_cover_each_row_in_order_and_none_is_longer_than_a_tile():
                                   [5 + 2 * TILE_BYTES, 3 + 2 * TILE_BYTES, TILE_BYTES],
                                   [5 + 3 * TILE_BYTES, 3 + 3 * TILE_BYTES, 1]]
     assert tiles[4:].tolist() == [[0, 2, TILE_BYTES]]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_tile_table_is_the_numpy_one(seed):
+    """``write_tiles`` (what the gather uploads) equals ``tile_rows`` less the window's base, and counts alike."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    sizes = rng.choice([0, 1, 7, 8, TILE_BYTES - 1, TILE_BYTES, TILE_BYTES + 1, 3 * TILE_BYTES + 5, -3], n)
+    rows = np.stack([rng.integers(1 << 20, 1 << 40, n), rng.integers(0, 1 << 30, n), sizes], axis=1).astype(np.int64)
+    want = tile_rows(rows)
+    assert count_tiles(np.ascontiguousarray(rows[:, 2]), TILE_BYTES) == len(want)
+    out = np.full(3 * len(want) + 3, -7, np.int64)
+    base, span, count = write_tiles(rows, TILE_BYTES, 256, out)
+    assert count == len(want)
+    if not len(want):
+        assert (base, span) == (0, 0)
+        return
+    live = rows[rows[:, 2] > 0]
+    assert base == int(live[:, 0].min()) & ~255 and span == int((live[:, 0] + live[:, 2]).max()) - base
+    want[:, 0] -= base
+    assert out[: 3 * count].reshape(-1, 3).tolist() == want.tolist() and (out[3 * count :] == -7).all()
 
 
 def test_one_launch_gathers_pieces_of_several_device_arrays_and_of_the_host_at_every_alignment():

@@ -4,10 +4,10 @@ A merged decode's bytes come from many places (:mod:`~.uploads`): pieces of
 the blocks the service kept on the device, and small host pieces packed
 into one buffer. One copy call a piece cost the service's Python tens of
 microseconds each, under its one GIL, and a run has thousands of pieces.
-:func:`copy_pieces` instead builds one int64 copy table in numpy (source
-address, offset in ``data``, bytes), cuts it into tiles, packs the host
-pieces behind the tiles (compiled, without the GIL), uploads both in one
-copy and launches
+:func:`copy_pieces` instead packs the host pieces into one staging buffer
+and writes one int64 copy table of tiles before them (source address,
+offset in ``data``, bytes; both compiled, without the GIL:
+:mod:`~.gather_tiles`), uploads both in one copy and launches
 :func:`~.kernels_copy.gather_kernel` once.
 
 The kernel reads every source through one *window*: a device array that
@@ -30,6 +30,7 @@ from numba import config
 
 from .. import timeline
 from .cuda_jit import cuda
+from .gather_tiles import count_tiles, write_tiles
 from .kernels_copy import gather_kernel
 from .uploads import device_address, pack_patches
 
@@ -90,8 +91,7 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
     placed = np.concatenate(ends)
     if len(placed) and (placed[:, 0].min() < 0 or (placed[:, 0] + placed[:, 1]).max() > data.shape[0]):
         raise ValueError(f"a piece leaves the decode's data of {data.shape[0]} bytes")
-    sizes = placed[:, 1]
-    tiles = int((-(-sizes[sizes > 0] // TILE_BYTES)).sum())
+    tiles = int(count_tiles(np.ascontiguousarray(placed[:, 1]), TILE_BYTES))
     if not tiles:
         return
     table_bytes = -(-tiles * 24 // _ALIGN) * _ALIGN
@@ -126,14 +126,9 @@ def _tile_table(staging, sources: np.ndarray, patches, host: np.ndarray, table_b
         where[:, 0] += address
         packed.append(where)
         at += int(rows[:, 1].sum())
-    rows = np.concatenate(packed)
-    live = rows[rows[:, 2] > 0]
-    base = int(live[:, 0].min()) & ~(_ALIGN - 1)
-    span = int((live[:, 0] + live[:, 2]).max()) - base
-    cut = tile_rows(live)
-    cut[:, 0] -= base
-    host[: len(cut) * 24].view(np.int64)[:] = cut.reshape(-1)
-    return _Cut(base, span)
+    table = host[:table_bytes].view(np.int64)
+    base, span, _ = write_tiles(np.ascontiguousarray(np.concatenate(packed)), TILE_BYTES, _ALIGN, table)
+    return _Cut(int(base), int(span))
 
 
 def _window(address: int, nbytes: int) -> tuple[Any, Any]:

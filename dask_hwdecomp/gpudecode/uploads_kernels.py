@@ -23,20 +23,6 @@ OVERLAP = 3  # two outputs overlap
 
 
 @njit(nogil=True, cache=True)
-def _last_at_or_before(keys, q):
-    """Index of the last of the sorted ``keys`` that is <= ``q`` (-1 if none)."""
-    lo = 0
-    hi = keys.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] <= q:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
-
-
-@njit(nogil=True, cache=True)
 def _first_above(values, q):
     """Index of the first of the sorted ``values`` that is > ``q``."""
     lo = 0
@@ -51,17 +37,15 @@ def _first_above(values, q):
 
 
 @njit(nogil=True, cache=True)
+def _last_at_or_before(keys, q):
+    """Index of the last of the sorted ``keys`` that is <= ``q`` (-1 if none)."""
+    return _first_above(keys, q) - 1
+
+
+@njit(nogil=True, cache=True)
 def _first_at_or_above(values, q):
-    """Index of the first of the sorted ``values`` that is >= ``q``."""
-    lo = 0
-    hi = values.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if values[mid] < q:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    """Index of the first of the sorted integer ``values`` that is >= ``q``."""
+    return _first_above(values, q - 1)
 
 
 @njit(nogil=True, cache=True)
