@@ -5,6 +5,7 @@
 #   before   the service timeline at scale (4x4, snappy, 3 GB in 32 files, every variant interleaved) of the
 #            tree in .devcarry/before (e.g. `git archive main dask_hwdecomp | tar -x -C .devcarry/before`)
 #   after    the same of this tree; after2: with two decoder runners
+#   tree-NAME  the same of the tree in .devcarry/NAME (several versions side by side in one call)
 #   spy      this tree's again, py-spy sampling the service's GIL; idle: every thread, idle ones too
 # Carry .whl (shared/tools/device-wheels.sh) and .devcarry (py-spy's wheel in .devcarry/pyspy for spy and idle).
 # Environment: PROF_S (seconds a profile may take, default 110), DATASETS, VARIANTS, REPEATS, SPY_S.
@@ -27,6 +28,7 @@ for what in "$@"; do
     continue
   fi
   src=$root; [ $what = before ] && src=$root/.devcarry/before
+  case $what in tree-*) src=$root/.devcarry/${what#tree-} ;; esac
   runners=1; [ $what = after2 ] && runners=2; k=$((k+1))
   (cd $src && HWDECOMP_DECODE_RUNNERS=$runners PYTHONPATH=/tmp/site:$src timeout ${PROF_S:-110} python3 $root/benchmarks/profile_timeline.py /tmp/prof-$what --data /tmp/bdata \
     --size 3GB --files 32 --datasets ${DATASETS:-lineitem,entropy} --codecs snappy --cluster 4x4 --repeats ${REPEATS:-2} \
