@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dask_hwdecomp.gpudecode.cuda_jit import cuda
-from dask_hwdecomp.gpudecode.gather import TILE_BYTES, copy_pieces, tile_rows
+from dask_hwdecomp.gpudecode.gather import TILE_BYTES, copy_pieces
 from dask_hwdecomp.gpudecode.gather_tiles import count_tiles, write_tiles
 from dask_hwdecomp.gpudecode.uploads import (
     KeptPages,
@@ -190,9 +190,23 @@ def test_patches_pack_end_to_end_into_a_buffer_of_their_own_or_a_given_one():
         pack_patches(host, patches, out, at=7)
 
 
+def _reference_tiles(rows: np.ndarray, tile_bytes: int = TILE_BYTES) -> np.ndarray:
+    """``rows`` (source, destination, bytes) cut into tiles in NumPy: rows of no bytes give none."""
+    rows = rows[rows[:, 2] > 0]
+    counts = -(-rows[:, 2] // tile_bytes)
+    first = np.cumsum(counts) - counts
+    row = np.repeat(np.arange(len(rows)), counts)
+    skip = (np.arange(len(row)) - first[row]) * tile_bytes
+    return np.stack([rows[row, 0] + skip, rows[row, 1] + skip, np.minimum(rows[row, 2] - skip, tile_bytes)],
+                    axis=1).astype(np.int64)
+
+
 def test_tiles_cover_each_row_in_order_and_none_is_longer_than_a_tile():
     rows = np.array([[1000, 7, 0], [5, 3, TILE_BYTES * 3 + 1], [9, 50, 0], [0, 2, TILE_BYTES]], np.int64)
-    tiles = tile_rows(rows)
+    out = np.zeros(3 * 5, np.int64)
+    base, span, count = write_tiles(rows, TILE_BYTES, 256, out)
+    assert (base, span, count) == (0, 5 + TILE_BYTES * 3 + 1, 5)
+    tiles = out.reshape(-1, 3)
     assert tiles[:, 2].max() <= TILE_BYTES and (tiles[:, 2] > 0).all()
     assert tiles[:, 2].sum() == rows[:, 2].sum()
     assert tiles[:4].tolist() == [[5, 3, TILE_BYTES], [5 + TILE_BYTES, 3 + TILE_BYTES, TILE_BYTES],
@@ -203,12 +217,12 @@ def test_tiles_cover_each_row_in_order_and_none_is_longer_than_a_tile():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_compiled_tile_table_is_the_numpy_one(seed):
-    """``write_tiles`` (what the gather uploads) equals ``tile_rows`` less the window's base, and counts alike."""
+    """``write_tiles`` (what the gather uploads) equals the NumPy tiling less the window's base, and counts alike."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 300))
     sizes = rng.choice([0, 1, 7, 8, TILE_BYTES - 1, TILE_BYTES, TILE_BYTES + 1, 3 * TILE_BYTES + 5, -3], n)
     rows = np.stack([rng.integers(1 << 20, 1 << 40, n), rng.integers(0, 1 << 30, n), sizes], axis=1).astype(np.int64)
-    want = tile_rows(rows)
+    want = _reference_tiles(rows)
     assert count_tiles(np.ascontiguousarray(rows[:, 2]), TILE_BYTES) == len(want)
     out = np.full(3 * len(want) + 3, -7, np.int64)
     base, span, count = write_tiles(rows, TILE_BYTES, 256, out)

@@ -34,7 +34,7 @@ from .gather_tiles import count_tiles, write_tiles
 from .kernels_copy import gather_kernel
 from .uploads import device_address, pack_patches
 
-__all__ = ["copy_pieces", "tile_rows", "TILE_BYTES"]
+__all__ = ["copy_pieces", "TILE_BYTES"]
 
 # Most bytes one block copies: a large piece spreads over many blocks.
 TILE_BYTES = 32 << 10
@@ -43,21 +43,6 @@ _THREADS = 32 if _SIM else 256
 _MAX_BLOCKS = 2 if _SIM else 1 << 16
 # The table's place in the staging buffer keeps the packed bytes behind it aligned.
 _ALIGN = 256
-
-
-def tile_rows(rows: np.ndarray, tile_bytes: int = TILE_BYTES) -> np.ndarray:
-    """``rows`` (source, destination, bytes) cut into tiles of at most ``tile_bytes``, the same columns.
-
-    Rows of no bytes give no tile; the tiles of a row follow each other.
-    """
-    rows = np.asarray(rows, np.int64).reshape(-1, 3)
-    rows = rows[rows[:, 2] > 0]
-    counts = -(-rows[:, 2] // tile_bytes)
-    first = np.cumsum(counts) - counts
-    row = np.repeat(np.arange(len(rows)), counts)
-    skip = (np.arange(len(row)) - first[row]) * tile_bytes
-    return np.stack([rows[row, 0] + skip, rows[row, 1] + skip, np.minimum(rows[row, 2] - skip, tile_bytes)],
-                    axis=1).astype(np.int64)
 
 
 def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarray, np.ndarray]],
