@@ -239,6 +239,32 @@ def test_shared_pool_caps_reuses_and_overflows():
         c.close()
 
 
+def _resident_bytes(address: int) -> int:
+    """Rss of the mapping of this process that starts at ``address`` (from /proc/self/smaps)."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                inside = int(head.split("-")[0], 16) == address
+            elif inside and head == "Rss:":
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no mapping starts at {address:#x}")
+
+
+def test_a_new_segment_has_every_page_allocated_before_it_is_shared():
+    # The service registers what it is given; an unallocated page would be
+    # allocated and zeroed inside the registration, under the driver's lock.
+    with SharedPool(64 << 20) as pool:
+        buf = pool.get(8 << 20)
+        try:
+            assert buf.segment is not None
+            assert _resident_bytes(buf.segment.address) >= buf.segment.nbytes
+            assert not np.frombuffer(buf.view, np.uint8).any()
+        finally:
+            buf.close()
+
+
 def test_buffers_given_back_later_are_reused_by_the_next_get():
     with SharedPool(64 << 20) as pool:
         a = pool.get(3 << 20)

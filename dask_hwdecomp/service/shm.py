@@ -12,6 +12,13 @@ mapped ``MAP_SHARED``. Its descriptor is passed to the service over the
 service's socket (:class:`~dask_hwdecomp.service.wire.Share`), once per
 connection; afterwards requests name it by id.
 
+A segment's pages are allocated where it is made, in the reader's own
+thread (:func:`populate`), not inside the service's registration: there
+the kernel would allocate and zero every page under the driver's lock, so
+registering a fresh segment runs at about 2 GB/s and slows the service's
+copies to a fifth meanwhile, against about 21 GB/s for one already
+populated (``benchmarks/register_cost.py`` on an H200).
+
 Nothing here touches CUDA: the service passes its registration function in.
 """
 
@@ -29,13 +36,41 @@ from typing import NamedTuple
 from .. import timeline
 from ..gpu.pool import CappedPool, size_class
 
-__all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap"]
+__all__ = ["SharedSegment", "SharedBuffer", "SharedPool", "SegmentMap", "populate"]
 
 _PAGE = mmap.PAGESIZE
 
 
+# madvise advice that allocates every page of a writable mapping (Linux 5.14).
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+
 def _pages(nbytes: int) -> int:
     return max(_PAGE, (nbytes + _PAGE - 1) // _PAGE * _PAGE)
+
+
+def populate(mapping: mmap.mmap) -> None:
+    """Allocate every page of ``mapping`` now, in this thread.
+
+    ``madvise(MADV_POPULATE_WRITE)`` where the kernel has it, else a write
+    of one byte a page (the mapping is fresh: its bytes are all zero).
+
+    Raises
+    ------
+    MemoryError
+        The pages cannot be allocated.
+    """
+    try:
+        mapping.madvise(_MADV_POPULATE_WRITE)
+        return
+    except OSError as exc:
+        import errno
+
+        if exc.errno in (errno.ENOMEM, errno.EFAULT):
+            raise MemoryError(f"cannot allocate {len(mapping)} bytes of shared host memory: {exc}") from None
+    import numpy as np
+
+    np.frombuffer(mapping, np.uint8)[::_PAGE] = 0
 
 
 class SharedSegment:
@@ -46,12 +81,15 @@ class SharedSegment:
     seg_id : int
         Unique within the pool (never reused).
     nbytes : int
-        Rounded up to whole pages.
+        Rounded up to whole pages, all of them allocated here
+        (:func:`populate`).
 
     Raises
     ------
     OSError
-        The memfd cannot be created or sized (e.g. out of memory).
+        The memfd cannot be created or sized.
+    MemoryError
+        Its pages cannot be allocated.
     """
 
     def __init__(self, seg_id: int, nbytes: int):
@@ -62,6 +100,12 @@ class SharedSegment:
             os.ftruncate(self.fd, self.nbytes)
             self._mmap: mmap.mmap | None = mmap.mmap(self.fd, self.nbytes)
         except BaseException:
+            os.close(self.fd)
+            raise
+        try:
+            populate(self._mmap)
+        except BaseException:
+            self._mmap.close()
             os.close(self.fd)
             raise
         self.view: memoryview = memoryview(self._mmap)
@@ -187,8 +231,9 @@ class SharedPool(CappedPool):
             with self._lock:
                 seg_id, self._next_id = self._next_id, self._next_id + 1
             try:
-                seg = SharedSegment(seg_id, want if keep else nbytes)
-            except OSError as exc:
+                with timeline.span("shared_segment", nbytes=want if keep else nbytes):
+                    seg = SharedSegment(seg_id, want if keep else nbytes)
+            except (OSError, MemoryError) as exc:
                 self._create_failed(want, keep)
                 raise MemoryError(f"cannot create a {want}-byte shared host segment: {exc}") from None
             self._created(keep)
