@@ -49,11 +49,12 @@ __all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service", "Z
 
 # Outputs alive over shared memory take at most this fraction (1/n) of the
 # pool's cap; past it they are copied out. A read of 3 GB on 4 workers leaves
-# about 750 MB of outputs per worker: with the default 4 GiB cap, a read
-# released before the next one copies a third of them, and one still held
-# (a persist) makes the next read copy all of its outputs instead of pinning
-# 3 GB afresh (a held read took 1.9 s against 0.5 s on an H200).
-ZERO_COPY_SHARE = 8
+# about 750 MB of outputs per worker: at half the default 4 GiB cap a read
+# released before the next one copies none (at an eighth, 12 of its 32
+# outputs, about 35 ms each into fresh memory), and one read still held (a
+# persist) leaves room for the next. New segments cost the service little
+# since their pages are allocated by the reader (see ``shm``).
+ZERO_COPY_SHARE = 2
 
 
 class DecoderLost(HwdecompError):
