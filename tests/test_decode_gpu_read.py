@@ -141,7 +141,7 @@ def test_decode_cpu_keeps_nothing_on_the_device(standin_service, tmp_path):
     read_table(path, backend="auto", decode="cpu")
     before = _kept_stats(standin_service)
     read_table(path, backend="auto", decode="cpu")
-    assert _kept_stats(standin_service)["kept_runs"] == before.get("kept_runs", 0)
+    assert _kept_stats(standin_service).get("kept_runs", 0) == before.get("kept_runs", 0)
 
 
 def test_outputs_past_their_share_of_pinned_memory_are_copied_and_reported(standin_service, tmp_path, monkeypatch):
