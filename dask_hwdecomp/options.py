@@ -215,8 +215,8 @@ class Options:
         bytes, decompressed pages and GPU-decoded Arrow buffers of its reads
         in flight. 0 (the default): 4 GiB or 4 ``batch_bytes``, at most a
         quarter of the RAM. GPU-decoded columns are Arrow arrays over this
-        memory, without a copy, while those alive take at most half of it;
-        past that (a long ``persist``) they are copied into ordinary
+        memory, without a copy, while those alive take at most an eighth of
+        it; past that (a long ``persist``) they are copied into ordinary
         memory, and the read's report counts the copies
         (``ReadReport.output_copies``): pinned memory stays bounded and a
         read never waits for memory to be pinned afresh.

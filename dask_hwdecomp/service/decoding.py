@@ -20,16 +20,11 @@ sent once more, to a fresh service; lost again, it is
 That shared buffer becomes the memory of the Arrow arrays: it goes back to
 the pool when the last array over it is freed (:class:`OutputOwner`). So
 that arrays kept alive for long (a ``persist``) can neither exhaust the
-pool nor make the next reads wait for fresh memory to be pinned (each new
-segment is registered by the service, which stalls its other copies),
-an output is copied into ordinary memory, and its shared buffer given back
-at once, unless that buffer lies in a segment the pool reused (registered
-already) and the outputs alive stay within :data:`ZERO_COPY_SHARE` of the
-pool's cap (``pinned_bytes``); the read's report counts those copies. A
-copied output's segment is idle afterwards, so the next output keeps it:
-reads released one after the other copy nothing once the pool holds a
-read's outputs, and a read while the last is held registers only the
-segments its tasks in flight copy through.
+pool nor make the next reads wait for fresh memory to be pinned (the
+service registers a new segment at 2 to 3 GB/s, stalling its other copies),
+outputs are copied into ordinary memory, and their shared buffer given back
+at once, while the outputs alive exceed :data:`ZERO_COPY_SHARE` of the
+pool's cap (``pinned_bytes``); the read's report counts those copies.
 """
 
 from __future__ import annotations
@@ -54,12 +49,11 @@ __all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service", "Z
 
 # Outputs alive over shared memory take at most this fraction (1/n) of the
 # pool's cap; past it they are copied out. A read of 3 GB on 4 workers leaves
-# about 750 MB of outputs per worker: at half the default 4 GiB cap a read
-# released before the next one copies none (at an eighth, 12 of its 32
-# outputs, about 35 ms each into fresh memory). Only outputs in reused
-# segments count against it: a held read's outputs are copied rather than
-# pinned afresh (28 new segments made such a read slower than pyarrow).
-ZERO_COPY_SHARE = 2
+# about 750 MB of outputs per worker: with the default 4 GiB cap, a read
+# released before the next one copies a third of them, and one still held
+# (a persist) makes the next read copy all of its outputs instead of pinning
+# 3 GB afresh (a held read took 1.9 s against 0.5 s on an H200).
+ZERO_COPY_SHARE = 8
 
 
 class DecoderLost(HwdecompError):
@@ -257,7 +251,7 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
             out.close()
             raise
         with returns.lock:
-            pressed = not out.reused or returns.live_bytes + nbytes > client.pool.cap_bytes // ZERO_COPY_SHARE
+            pressed = returns.live_bytes + nbytes > client.pool.cap_bytes // ZERO_COPY_SHARE
             if not pressed:
                 returns.live_bytes += nbytes
         if pressed:

@@ -142,18 +142,14 @@ class SharedBuffer:
     segment : SharedSegment
     pinned : bool
         Always False here: the GPU service pins the segment in its own process.
-    reused : bool
-        Whether the segment was an idle one of the pool's (shared with the
-        service, and registered there, already), not made for this buffer.
     """
 
     pinned = False
 
-    def __init__(self, pool: SharedPool, segment: SharedSegment, nbytes: int, keep: bool, reused: bool = False):
+    def __init__(self, pool: SharedPool, segment: SharedSegment, nbytes: int, keep: bool):
         self._pool = pool
         self.segment: SharedSegment | None = segment
         self._keep = keep
-        self.reused = reused
         self.view: memoryview | None = segment.view[:nbytes]
 
     def close(self) -> None:
@@ -231,7 +227,6 @@ class SharedPool(CappedPool):
         """
         self.drain()  # what the last read let go of is reused, not made anew
         seg, want, keep = self._take(nbytes)
-        reused = seg is not None
         if seg is None:
             with self._lock:
                 seg_id, self._next_id = self._next_id, self._next_id + 1
@@ -244,7 +239,7 @@ class SharedPool(CappedPool):
             self._created(keep)
         with self._lock:
             self._lent[seg.id] = seg
-        return SharedBuffer(self, seg, nbytes, keep, reused)
+        return SharedBuffer(self, seg, nbytes, keep)
 
     def find(self, address: int, nbytes: int) -> tuple[SharedSegment, int] | None:
         """(segment, offset) of a lent segment holding ``[address, +nbytes)``, else None."""
