@@ -149,3 +149,53 @@ def test_a_decode_under_a_timeline_records_its_spans(monkeypatch, tmp_path):
     kinds = {s["k"] for s in tl.load(tmp_path)}
     # the simulator has no CUDA events: the GPU's own seconds (decode_gpu) are recorded on a device only
     assert {"decode_queue", "decode_run", "decode_upload", "decode_measure", "decode_write"} <= kinds
+
+
+def _compiled_signatures() -> dict:
+    """Every numba host function of the package loaded now, with the argument types it was compiled for."""
+    import sys
+
+    from numba.core.registry import CPUDispatcher
+
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("dask_hwdecomp") and module is not None:
+            for attr, value in vars(module).items():
+                if isinstance(value, CPUDispatcher):
+                    out[f"{name}.{attr}"] = {str(s) for s in value.signatures}
+    return out
+
+
+def test_after_the_warm_up_a_request_from_shared_memory_compiles_nothing(monkeypatch, tmp_path):
+    # The service's deadline starts once the decoder is warm: a host function
+    # compiled afresh for a real request (a writable shared segment, where the
+    # warm-up had read-only bytes) took seconds on a cold cache, and the
+    # service was killed as hung on the first read.
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    from helpers import matrix_table, write_matrix
+
+    # Dictionary pages in v1 and plain ones in v2 (the other two uncompressed
+    # files add simulated minutes and no other argument type).
+    files = [f.path for f in write_matrix(tmp_path, matrix_table().slice(0, 64), codecs=("none",))
+             if (f.data_page_version, f.dictionary) in (("1.0", True), ("2.0", False))]
+    assert len(files) == 2
+    decoder = HostedDecoder(runners=1, copy_streams=1)
+    try:
+        decoder.warm_up()
+        warm = _compiled_signatures()
+        for path in files:
+            data = bytearray(path.read_bytes())  # writable, as a shared segment is
+            plan = plan_file(bytes(data))
+            pending = decoder.decode(DecodeRequest(memoryview(data),
+                                                   PlanRecords(plan.ranges, plan.chunks, plan.pages, plan.data_bytes)))
+            try:
+                assert not pending.failed
+                out = np.zeros(max(pending.nbytes, 1), np.uint8)
+                pending.copy_to(memoryview(out))
+            finally:
+                pending.close()
+        now = _compiled_signatures()
+        new = {k: sorted(v - warm.get(k, set())) for k, v in now.items() if v - warm.get(k, set())}
+        assert not new, new
+    finally:
+        decoder.close()

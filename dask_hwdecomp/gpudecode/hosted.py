@@ -291,7 +291,10 @@ class HostedDecoder:
         requests = []
         for data in warmup_files():
             plan = plan_file(data)
-            requests.append(DecodeRequest(memoryview(data),
+            # Writable, as the shared segments of real requests are: numba
+            # compiles a read-only source apart, which a cold cache would
+            # then do inside a real request's deadline.
+            requests.append(DecodeRequest(memoryview(bytearray(data)),
                                           PlanRecords(plan.ranges, plan.chunks, plan.pages, plan.data_bytes)))
         # One file alone, then all of them merged (the first from pages kept
         # on the device): both paths launch every kernel.
