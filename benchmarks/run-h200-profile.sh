@@ -7,6 +7,8 @@
 #   after    the same of this tree; after2: with two decoder runners
 #   tree-NAME  the same of the tree in .devcarry/NAME (several versions side by side in one call)
 #   spy      this tree's again, py-spy sampling the service's GIL; idle: every thread, idle ones too
+# Put tests first: run after profiles in the same call, the GPU suite failed corpus tests that pass on a fresh
+# machine (2026-12-04, 25 of 38; the cause is not known).
 # Carry .whl (shared/tools/device-wheels.sh) and .devcarry (py-spy's wheel in .devcarry/pyspy for spy and idle).
 # Environment: PROF_S (seconds a profile may take, default 110), DATASETS, VARIANTS, REPEATS, SPY_S.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl $(ls .devcarry/pyspy/*.whl 2>/dev/null) >/dev/null 2>&1 || exit 1
