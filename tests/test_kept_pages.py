@@ -161,6 +161,19 @@ def test_the_store_lends_under_its_cap_and_tokens_serve_only_their_owner_and_ran
     assert store.take(me, [third], 7, 0, 10) == [] and store.stats()["kept_waiting"] == 0
 
 
+def test_a_block_the_device_cannot_allocate_is_given_back_and_counted():
+    store = KeptStore(cap_bytes=1000)
+
+    def no_memory(nbytes):
+        raise MemoryError(f"out of device memory for {nbytes} bytes")
+
+    keeper = RunKeeper(store, no_memory)
+    assert keeper.reserve(600) is None
+    stats = store.stats()
+    assert (stats["kept_bytes"], stats["kept_alloc_failures"], stats["kept_refused_bytes"]) == (0, 1, 0)
+    assert store.admit(1000)  # the failed block's bytes are free again
+
+
 def test_the_runner_keeps_every_part_whose_jobs_all_succeed():
     store = KeptStore()
     keeper = RunKeeper(store, lambda n: np.zeros(n, np.uint8))

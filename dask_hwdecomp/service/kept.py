@@ -75,6 +75,7 @@ class KeptStore:
         self._bytes = 0
         self.kept_runs = 0
         self.refused_bytes = 0
+        self.alloc_failures = 0  # blocks the device could not allocate: their runs were not kept
         self.used = 0
         self.dropped = 0
 
@@ -140,11 +141,21 @@ class KeptStore:
                 self.dropped += 1
 
     def stats(self) -> dict:
-        """``kept_runs`` kept, ``kept_used`` read by a decode, ``kept_dropped`` unread, bytes now and refused."""
+        """``kept_runs`` kept, ``kept_used`` read by a decode, ``kept_dropped`` unread, bytes now and refused.
+
+        ``kept_alloc_failures``: blocks the device could not allocate (those
+        runs' pages are uploaded from the host instead).
+        """
         with self._lock:
             return {"kept_runs": self.kept_runs, "kept_used": self.used, "kept_dropped": self.dropped,
                     "kept_bytes": self._bytes, "kept_waiting": len(self._entries),
-                    "kept_refused_bytes": self.refused_bytes}
+                    "kept_refused_bytes": self.refused_bytes, "kept_alloc_failures": self.alloc_failures}
+
+    def allocation_failed(self, nbytes: int) -> None:
+        """A block of ``nbytes`` admitted could not be allocated: given back, and counted."""
+        with self._lock:
+            self._bytes -= nbytes
+            self.alloc_failures += 1
 
 
 class RunKeeper:
@@ -169,8 +180,8 @@ class RunKeeper:
             return None
         try:
             array = self._allocate(nbytes)
-        except Exception:  # the device is short of memory: this decode uploads instead
-            self._store.give_back(nbytes)
+        except Exception:  # the device is short of memory: this decode uploads instead (counted)
+            self._store.allocation_failed(nbytes)
             return None
         return _Block(array, device_address(array), nbytes)
 
