@@ -8,13 +8,15 @@ reader hands it, once. This measures, for memfd segments like the readers'
   allocates and zeroes every page inside the call);
 * ``touched``: the same after the owner wrote one byte a page (as a reader
   can, in its own thread, before sharing);
-* ``populated``: after ``madvise(MADV_POPULATE_WRITE)``;
+* ``populated``: after :func:`dask_hwdecomp.service.shm.populate` (what a
+  reader does to each new segment: ``madvise(MADV_POPULATE_WRITE)``);
 * ``unregister``: ``cuMemHostUnregister``;
 * ``copy_alone`` / ``copy_during``: device-to-host throughput of a stream
   copying into pinned memory, alone and while another thread registers
   segments (whether registration stalls the service's copies).
 
-Run on a GPU machine: ``python benchmarks/register_cost.py [--mib 256] [--repeats 4]``.
+Run on a GPU machine, with the package importable (installed, or
+``PYTHONPATH=.`` in a checkout): ``python benchmarks/register_cost.py [--mib 256] [--repeats 4]``.
 Prints one line per figure; seconds are medians.
 """
 
@@ -28,6 +30,8 @@ import threading
 import time
 
 import numpy as np
+
+from dask_hwdecomp.service.shm import populate
 
 
 def _check(result):
@@ -68,7 +72,7 @@ def _prepare(kind: str, mm: mmap.mmap) -> float:
     if kind == "touched":
         np.frombuffer(mm, np.uint8)[:: mmap.PAGESIZE] = 0
     elif kind == "populated":
-        mm.madvise(23)  # MADV_POPULATE_WRITE (Linux 5.14)
+        populate(mm)
     return time.perf_counter() - t
 
 

@@ -96,16 +96,14 @@ class SharedSegment:
         self.id = seg_id
         self.nbytes = _pages(nbytes)
         self.fd = os.memfd_create(f"hwdecomp-{seg_id}", os.MFD_CLOEXEC)
+        self._mmap: mmap.mmap | None = None
         try:
             os.ftruncate(self.fd, self.nbytes)
-            self._mmap: mmap.mmap | None = mmap.mmap(self.fd, self.nbytes)
-        except BaseException:
-            os.close(self.fd)
-            raise
-        try:
+            self._mmap = mmap.mmap(self.fd, self.nbytes)
             populate(self._mmap)
         except BaseException:
-            self._mmap.close()
+            if self._mmap is not None:
+                self._mmap.close()
             os.close(self.fd)
             raise
         self.view: memoryview = memoryview(self._mmap)
