@@ -3,10 +3,14 @@
 Random pages of length-prefixed values, many of them spoilt (cut short,
 a huge length, too few values), walked by one thread block; each value's
 length and start, and the error, must be the serial walk's. The lengths
-are chosen around the walk's region size, so that prefixes start on a
-region's last bytes, values end on its edge and values longer than a
-region (or two) are stepped over. Under numba's CUDA simulator without a
-GPU; on the GPU machine with the device's region and block sizes.
+are chosen around the walk's segment size and guess span, so that
+prefixes start on a segment's last bytes, values end on its edge, values
+longer than a segment leave segments without a prefix, and segments find
+no guess. The values' bytes are random (a wrong start soon reads a length
+past the page: the guesses are right), text, or bytes below 4 (nearly
+every start looks like a chain: many guesses are wrong and the chain is
+walked by one thread). Under numba's CUDA simulator without a GPU; on the
+GPU machine with the device's segment and block sizes.
 """
 
 from __future__ import annotations
@@ -28,15 +32,15 @@ from numba import cuda
 from dask_hwdecomp.gpudecode import kernels_walk
 from dask_hwdecomp.gpudecode.kernels_delta import E_LENGTH, E_VALUES
 
-_STAGE_WORDS = kernels_walk.STAGE_WORDS
-_REGION = kernels_walk._REGION
+_SHARED = kernels_walk.SHARED_WORDS
+_SEG = kernels_walk.MIN_SEGMENT
+_SPAN = kernels_walk.GUESS_SPAN
 
 
 @cuda.jit
-def _walk_one(data, data64, pos, end, n, out_len, out_src, err):
-    stage = cuda.shared.array(_STAGE_WORDS, numba.uint64)
-    st = cuda.shared.array(6, numba.int64)
-    e = kernels_walk.walk_lengths(data, data64, pos, end, n, out_len, out_src, 0, stage, st)
+def _walk_one(data, pos, end, n, out_len, out_src, err):
+    sh = cuda.shared.array(_SHARED, numba.int64)
+    e = kernels_walk.walk_lengths(data, pos, end, n, out_len, out_src, 0, sh)
     if cuda.threadIdx.x == 0:
         err[0] = e
 
@@ -57,14 +61,23 @@ def serial_walk(buf: bytes, pos: int, end: int, n: int):
     return lens, starts, 0
 
 
-def _page(rng) -> tuple[bytes, int, int, int]:
+def _content(rng, kind: str, ln: int) -> bytes:
+    if kind == "text":
+        return bytes(rng.integers(32, 127, ln, dtype=np.uint8))
+    if kind == "low":
+        return bytes(rng.integers(0, 4, ln, dtype=np.uint8))
+    return bytes(rng.integers(0, 256, ln, dtype=np.uint8))
+
+
+def _page(rng, count: int | None = None, short: bool = False) -> tuple[bytes, int, int, int]:
     """A buffer, the page's first and end byte, and the values to walk (often not what the page holds)."""
-    sizes = [0, 1, 3, _REGION - 8, _REGION - 5, _REGION - 4, _REGION - 3, _REGION, _REGION + 1, 2 * _REGION + 7,
-             3 * _REGION]
-    count = int(rng.integers(0, 60))
-    lens = [int(rng.choice(sizes)) if rng.random() < 0.3 else int(rng.integers(0, 12)) for _ in range(count)]
-    body = b"".join(ln.to_bytes(4, "little") + bytes(rng.integers(0, 256, ln, dtype=np.uint8)) for ln in lens)
-    body = bytearray(body)
+    sizes = [0, 1, 3, _SEG - 8, _SEG - 5, _SEG - 4, _SEG - 3, _SEG, _SEG + 1, 2 * _SEG + 7, 3 * _SEG, _SPAN - 2,
+             _SPAN + 5]
+    count = int(rng.integers(0, 60)) if count is None else count
+    kind = str(rng.choice(["random", "text", "low"]))
+    lens = [int(rng.choice(sizes)) if rng.random() < 0.3 and not short else int(rng.integers(0, 12))
+            for _ in range(count)]
+    body = bytearray(b"".join(ln.to_bytes(4, "little") + _content(rng, kind, ln) for ln in lens))
     spoil = rng.random()
     if spoil < 0.15 and body:
         body = body[: int(rng.integers(0, len(body)))]  # cut short anywhere
@@ -77,21 +90,35 @@ def _page(rng) -> tuple[bytes, int, int, int]:
     return lead + bytes(body) + tail, len(lead), len(lead) + len(body), max(n, 0)
 
 
+def _check(buf: bytes, pos: int, end: int, n: int, where) -> None:
+    lens, starts, want = serial_walk(buf, pos, end, n)
+    out_len = np.full(max(n, 1), -1, np.int64)
+    out_src = np.full(max(n, 1), -1, np.int64)
+    err = np.zeros(1, np.int64)
+    d_len, d_src, d_err = cuda.to_device(out_len), cuda.to_device(out_src), cuda.to_device(err)
+    data = cuda.to_device(np.frombuffer(buf, np.uint8))
+    _walk_one[1, kernels_walk.THREADS](data, pos, end, n, d_len, d_src, d_err)
+    got_len, got_src = d_len.copy_to_host(), d_src.copy_to_host()
+    assert int(d_err.copy_to_host()[0]) == want, (where, pos, end, n)
+    assert got_len[: len(lens)].tolist() == lens, where
+    assert got_src[: len(starts)].tolist() == starts, where
+    assert (got_len[len(lens) :] == -1).all(), where  # nothing written past the values walked
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_walk_equals_the_serial_walk(seed):
     rng = np.random.default_rng(seed)
-    for _ in range(6):
+    for i in range(6):
         buf, pos, end, n = _page(rng)
-        lens, starts, want = serial_walk(buf, pos, end, n)
-        out_len = np.full(max(n, 1), -1, np.int64)
-        out_src = np.full(max(n, 1), -1, np.int64)
-        err = np.zeros(1, np.int64)
-        d_len, d_src, d_err = cuda.to_device(out_len), cuda.to_device(out_src), cuda.to_device(err)
-        data = cuda.to_device(np.frombuffer(buf, np.uint8))
-        _walk_one[1, kernels_walk.THREADS](data, kernels_walk.whole_words(data), pos, end, n, d_len, d_src, d_err)
-        got_len, got_src = d_len.copy_to_host(), d_src.copy_to_host()
-        assert int(d_err.copy_to_host()[0]) == want, (seed, pos, end, n)
-        assert got_len[: len(lens)].tolist() == lens
-        assert got_src[: len(starts)].tolist() == starts
-        if not want:  # nothing written past the values walked
-            assert (got_len[len(lens) :] == -1).all()
+        _check(buf, pos, end, n, (seed, i))
+        walked = serial_walk(buf, pos, end, n)[0]
+        if len(walked) < n:  # stopped by an error: the walk of just the values before it succeeds
+            _check(buf, pos, end, len(walked), (seed, i, "before the error"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_page_longer_than_its_segments_walks_as_the_serial_walk(seed):
+    """Pages of short values over every segment, the segments longer than the shortest."""
+    rng = np.random.default_rng(100 + seed)
+    count = 3 * kernels_walk.SEGMENTS * _SEG // 10
+    _check(*_page(rng, count, short=True), seed)

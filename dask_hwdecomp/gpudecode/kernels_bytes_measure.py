@@ -8,7 +8,8 @@ its bytes start in ``data``; for DELTA_BYTE_ARRAY the start of its
 
 - dictionary pages (PLAIN byte arrays): a page's block walks the lengths
   into ``dict_off``/``dict_len`` (:mod:`.kernels_walk`: serial by format,
-  one thread walking it from shared memory while the block stages the next region);
+  walked in segments from guessed starts, each guess checked against the
+  chain);
 - PLAIN data pages: walked the same way into a scratch in the page's row
   space, then the page's thread block places them at their rows;
 - dictionary data pages: a thread a row looks its entry up;
@@ -50,7 +51,7 @@ from .kernels_delta import (
     set_error,
 )
 from .kernels_walk import THREADS as WALK_THREADS
-from .kernels_walk import walk_kernel, whole_words
+from .kernels_walk import walk_kernel
 
 __all__ = ["measure_bytes"]
 
@@ -263,7 +264,7 @@ def measure_bytes(state) -> None:
         return
     s = state.stream
     sa, sb = state.sa, state.sb
-    walk_kernel[page_blocks(np_), WALK_THREADS, s](state.data, whole_words(state.data), state.chunks_d, pages,
+    walk_kernel[page_blocks(np_), WALK_THREADS, s](state.data, state.chunks_d, pages,
                                                     state.vstart, state.vend, state.valid, state.lengths,
                                                     state.dict_off, state.dict_len, sa, sb)
     _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,

@@ -2,29 +2,38 @@
 
 A PLAIN byte array is a 4-byte little-endian length and then the bytes,
 value after value, so where value ``i + 1`` starts depends on every length
-before it: the walk is serial by format. One thread following that chain
-through global memory waits on a dependent load at every step (about 200
-ns a value on the H200). Here the page's block stages it in shared memory
-a *region* at a time and one thread (the *walker*) follows the chain there,
-a shared-memory load a step (tens of cycles), while the block's other warps
-load the next region into a second buffer:
+before it: the walk is serial by format, and one thread following the
+chain of a 1 MB page of short strings takes milliseconds. Here the page's
+block walks it in parallel by *speculating and checking*:
 
-1. the block loads the region holding the first length prefix;
-2. the walker reads each prefix from the staged region, records the
-   value's length and where its bytes start, and steps over the bytes
-   (they are never staged: only the prefixes are read) until a prefix
-   starts past the region; meanwhile the loaders stage the next region;
-3. the walk goes on in the next region, or, after a value longer than a
-   region, in a region staged where its next prefix is.
+1. the page is cut into at most :data:`SEGMENTS` segments of at least
+   :data:`MIN_SEGMENT` bytes; a thread takes a segment and *guesses* where
+   its first value starts: the first byte from the segment's start whose
+   chain of :data:`PROBE` lengths stays inside the page (inside text or
+   random bytes a wrong start soon reads a length past the page; the
+   first segment's start is the page's). From its guess it walks the
+   chain until a prefix starts past the segment, and notes the values it
+   walked, where it left and any error;
+2. one thread follows the true chain across the segments: where a guess
+   is exactly where the chain enters its segment, the segment's walk *is*
+   the chain's there and is taken in one step; where it is not (a wrong
+   guess, none found, or no value starting in the segment), that thread
+   walks the segment itself. It notes each segment's true start, its first
+   value's index and how many of its values the walk keeps (the walk stops
+   at the page's ``n`` values, or at an error);
+3. every thread walks its segments again from their true starts and
+   writes each value's length and where its bytes start.
 
-A region is staged in 8-byte words (a load moves eight bytes), from the
-word its first byte is in to the word past its end, so a prefix that
-starts in it is read whole, from one or two words. Pages are walked in
-parallel, one block each, and a block is small (:data:`THREADS`), so many
-pages walk at once.
+Correctness does not depend on the guesses: a segment's own walk is used
+only when it started exactly where the chain enters, and a walk from a
+position is the same whoever does it. Wrong guesses cost time (step 2
+walks those segments serially), never a different result. Every step is
+bounded by its segment or the page, so a hostile page costs at most a
+serial walk.
 
 The results and errors are those of the serial walk: ``E_VALUES`` when a
-length prefix runs past the page, ``E_LENGTH`` when a value does.
+length prefix runs past the page, ``E_LENGTH`` when a value does; values
+before the error are written, none after it or past the ``n`` walked.
 """
 
 from __future__ import annotations
@@ -35,137 +44,175 @@ import numpy as np
 from .cuda_jit import cuda
 from .kernels_delta import E_COUNT, E_LENGTH, E_VALUES, ENC_PLAIN, K_BYTES, P_DICTIONARY, set_error
 
-__all__ = ["THREADS", "STAGE_WORDS", "walk_kernel", "walk_lengths", "whole_words"]
+__all__ = ["THREADS", "SEGMENTS", "MIN_SEGMENT", "GUESS_SPAN", "PROBE", "SHARED_WORDS", "walk_kernel",
+           "walk_lengths"]
 
 _SIM = bool(getattr(numba.config, "ENABLE_CUDASIM", 0))
-# Bytes a region (a multiple of 8). The simulator gets small regions, so
-# that small test pages still cross several.
-_REGION = 64 if _SIM else 4096
-# A buffer, in 8-byte words: the region from the word its first byte is in,
-# and the word a prefix that starts in its last bytes ends in.
-_WORDS = _REGION // 8 + 2
-# Both buffers (a shared array's shape must be a constant, not an expression).
-STAGE_WORDS = 2 * _WORDS
-# Threads of the walk kernel's blocks; the threads from _LOADER0 on stage
-# regions (on the device not the walker's warp, whose lanes would take
-# turns with it).
-THREADS = 16 if _SIM else 128
-_LOADER0 = 1 if _SIM else 32
-assert THREADS > _LOADER0 and _REGION % 8 == 0
-_U8 = np.uint64(8)
-_LOW32 = np.uint64(0xFFFFFFFF)
+# Threads of the walk kernel's blocks.
+THREADS = 16 if _SIM else 256
+# Segments a page is cut into at most, and the fewest bytes a segment has
+# (the simulator's are small, so that small test pages cross many).
+SEGMENTS = 32 if _SIM else 512
+MIN_SEGMENT = 16 if _SIM else 256
+# Bytes from a segment's start searched for its first value's prefix
+# (a segment inside a longer value has none: step 2 walks it, a few values).
+GUESS_SPAN = 48 if _SIM else 512
+# Lengths a guess's chain must follow inside the page.
+PROBE = 4
+# The block's shared int64 words: four a segment, then the walk's error.
+# After step 1 a segment's are its guess, the values walked from it, where
+# that walk left and its error; after step 2 its true start, its first
+# value's index, the values to write (and the error, no longer read).
+SHARED_WORDS = 4 * SEGMENTS + 1
+_START, _INDEX, _COUNT, _ERROR = 0, SEGMENTS, 2 * SEGMENTS, 3 * SEGMENTS
+_RESULT = 4 * SEGMENTS
+_UNBOUNDED = np.int64(1) << np.int64(62)
 
 
 @cuda.jit(device=True, cache=True)
-def _stage(data, data64, stage, half, lo, end, first, step):
-    """The words of ``data`` from ``lo``'s to ``end``'s into buffer ``half``, threads ``first, first + step, ...``.
+def _length(data, x):
+    """The 4-byte little-endian length at byte ``x`` of ``data``."""
+    return (np.int64(data[x]) | (np.int64(data[x + 1]) << np.int64(8)) | (np.int64(data[x + 2]) << np.int64(16))
+            | (np.int64(data[x + 3]) << np.int64(24)))
 
-    ``data64`` is ``data``'s whole words; the last, partial one is put
-    together from its bytes.
+
+@cuda.jit(device=True, cache=True)
+def _plausible(data, y, end):
+    """Whether :data:`PROBE` lengths chained from ``y`` stay inside the page ending at ``end``."""
+    x = y
+    for _ in range(PROBE):
+        if x == end:
+            return True
+        if x + 4 > end:
+            return False
+        ln = _length(data, x)
+        if ln > end - x - 4:
+            return False
+        x += 4 + ln
+    return True
+
+
+@cuda.jit(device=True, cache=True)
+def _walk(data, x, hi, end, limit, out_len, out_src, at):
+    """Walk from ``x`` while a prefix starts before ``hi``, at most ``limit`` values.
+
+    Returns (values walked, where the walk left, error). With ``at >= 0``
+    value ``j``'s length and first byte go to ``out_len[at + j]`` and
+    ``out_src[at + j]``.
     """
-    w0 = lo >> 3
-    n = ((end + 7) >> 3) - w0
-    if n > _WORDS:
-        n = np.int64(_WORDS)
-    at = half * _WORDS
-    k = np.int64(first)
-    while k < n:
-        w = w0 + k
-        if w < data64.shape[0]:
-            stage[at + k] = data64[w]
-        else:
-            v = np.uint64(0)
-            for j in range(8):
-                if w * 8 + j < data.shape[0]:
-                    v |= np.uint64(data[w * 8 + j]) << np.uint64(8 * j)
-            stage[at + k] = v
-        k += step
+    m = np.int64(0)
+    err = np.int64(0)
+    while x < hi and m < limit:
+        if x + 4 > end:
+            err = np.int64(E_VALUES)
+            break
+        ln = _length(data, x)
+        if ln > end - x - 4:
+            err = np.int64(E_LENGTH)
+            break
+        if at >= 0:
+            out_len[at + m] = ln
+            out_src[at + m] = x + 4
+        m += 1
+        x += 4 + ln
+    return m, x, err
 
 
 @cuda.jit(device=True, cache=True)
-def _prefix(stage, at, o):
-    """The 4-byte little-endian length at byte ``o`` of the buffer whose first word is ``stage[at]``."""
-    w = at + (o >> 3)
-    sh = np.uint64(o & 7)
-    v = stage[w]
-    if sh != 0:
-        v = v >> (sh * _U8)
-        if sh > 4:
-            v |= stage[w + 1] << ((_U8 - sh) * _U8)
-    return np.int64(v & _LOW32)
-
-
-@cuda.jit(device=True, cache=True)
-def walk_lengths(data, data64, pos, end, n, out_len, out_src, base, stage, st):
+def walk_lengths(data, pos, end, n, out_len, out_src, base, sh):
     """Walk ``n`` length-prefixed values of ``data[pos:end]`` with the whole block.
 
     Value ``i``'s length goes to ``out_len[base + i]``, the offset of its
     first byte in ``data`` to ``out_src[base + i]``. Every thread of the
     block calls it and gets the same result: 0, ``E_VALUES`` or
-    ``E_LENGTH``. ``data64``: ``data``'s whole 8-byte words (the regions are
-    staged a word a load); ``stage``: :data:`STAGE_WORDS` shared uint64;
-    ``st``: six shared int64.
+    ``E_LENGTH``. ``sh``: :data:`SHARED_WORDS` shared int64.
     """
     t = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    cuda.syncthreads()  # a previous walk's readers are done with st and stage
-    # The walker's results alternate between st[0:3] and st[3:6], so that it
-    # can write a step's while a slower thread still reads the step before's.
-    if t == 0:
-        st[0] = pos  # the next prefix
-        st[1] = 0  # values walked
-        st[2] = 0  # error
-    lo = pos  # the staged region's first byte (every thread keeps the same)
-    half = 0
-    _stage(data, data64, stage, half, lo, end, t, nt)
+    cuda.syncthreads()  # a previous walk's readers are done with sh
+    if n <= 0:
+        return np.int64(0)
+    size = end - pos
+    seg = (size + SEGMENTS - 1) // SEGMENTS
+    if seg < MIN_SEGMENT:
+        seg = np.int64(MIN_SEGMENT)
+    nseg = (size + seg - 1) // seg
+    if nseg < 1:
+        nseg = np.int64(1)
+    # 1. every segment walked from its guess
+    k = t
+    while k < nseg:
+        lo = pos + k * seg
+        hi = min(lo + seg, end)
+        guess = np.int64(-1)
+        if k == 0:
+            guess = pos
+        else:
+            y = lo
+            stop = min(lo + GUESS_SPAN, hi)
+            while y < stop:
+                if _plausible(data, y, end):
+                    guess = y
+                    break
+                y += 1
+        m = np.int64(0)
+        left = lo
+        err = np.int64(0)
+        if guess >= 0:
+            m, left, err = _walk(data, guess, hi, end, _UNBOUNDED, out_len, out_src, -1)
+        sh[_START + k] = guess
+        sh[_INDEX + k] = m
+        sh[_COUNT + k] = left
+        sh[_ERROR + k] = err
+        k += nt
     cuda.syncthreads()
-    par = 0
-    err = np.int64(0)
-    while True:
-        x = st[par]
-        i = st[par + 1]
-        err = st[par + 2]
-        if err != 0 or i >= n:
-            break
-        if x >= lo + _REGION:
-            # past the staged region and the next: a value longer than a region was stepped over
-            lo = x
-            _stage(data, data64, stage, half, lo, end, t, nt)
-            cuda.syncthreads()
-        nxt = lo + _REGION
-        if t == 0:
-            at = half * _WORDS
-            first = (lo >> 3) << 3  # the buffer's first byte
-            while i < n:
-                if x >= nxt:
-                    break
-                if x + 4 > end:
-                    err = E_VALUES
-                    break
-                ln = _prefix(stage, at, x - first)
-                if ln > end - x - 4:
-                    err = E_LENGTH
-                    break
-                out_len[base + i] = ln
-                out_src[base + i] = x + 4
-                i += 1
-                x += 4 + ln
-            st[3 - par] = x
-            st[4 - par] = i
-            st[5 - par] = err
-        elif t >= _LOADER0 and nxt < end:
-            _stage(data, data64, stage, 1 - half, nxt, end, t - _LOADER0, nt - _LOADER0)
-        cuda.syncthreads()
-        par = 3 - par
-        x = st[par]
-        if x >= nxt and x < nxt + _REGION:
-            lo = nxt  # the walk goes on in the region the loaders staged
-            half = 1 - half
-    return err
+    # 2. the true chain across the segments
+    if t == 0:
+        x = pos
+        i = np.int64(0)
+        result = np.int64(0)
+        done = False
+        for k in range(nseg):
+            hi = min(pos + (k + 1) * seg, end)
+            if done or x >= hi:
+                sh[_START + k] = -1
+                sh[_COUNT + k] = 0
+                continue
+            if sh[_START + k] == x:
+                m = sh[_INDEX + k]
+                left = sh[_COUNT + k]
+                err = sh[_ERROR + k]
+            else:
+                m, left, err = _walk(data, x, hi, end, _UNBOUNDED, out_len, out_src, -1)
+            sh[_START + k] = x
+            sh[_INDEX + k] = i
+            if i + m >= n:
+                sh[_COUNT + k] = n - i
+                i = n
+                done = True
+            else:
+                sh[_COUNT + k] = m
+                i += m
+                x = left
+                if err != 0:
+                    result = err
+                    done = True
+        if not done and i < n:
+            result = np.int64(E_VALUES)
+        sh[_RESULT] = result
+    cuda.syncthreads()
+    # 3. every segment's values written from its true start
+    k = t
+    while k < nseg:
+        w = sh[_COUNT + k]
+        if w > 0:
+            _walk(data, sh[_START + k], end, end, w, out_len, out_src, base + sh[_INDEX + k])
+        k += nt
+    return sh[_RESULT]
 
 
 @cuda.jit(device=True, cache=True)
-def _walk_page(p, data, data64, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, st):
+def _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, sh):
     t = cuda.threadIdx.x
     if pages[p]["error"] != 0:
         return
@@ -185,7 +232,7 @@ def _walk_page(p, data, data64, chunks, pages, vstart, vend, valid, lengths, dic
             if t == 0:
                 set_error(pages, p, E_COUNT)
             return
-        err = walk_lengths(data, data64, pos, end, n, dict_len, dict_off, base, stage, st)
+        err = walk_lengths(data, pos, end, n, dict_len, dict_off, base, sh)
     elif pages[p]["encoding"] == ENC_PLAIN:
         # The measure kernel checks the page again and reports what is wrong.
         lo = pages[p]["offset"]
@@ -197,7 +244,7 @@ def _walk_page(p, data, data64, chunks, pages, vstart, vend, valid, lengths, dic
         if (s < lo or e > lo + pages[p]["size"] or s > e or e > data.shape[0] or n > rows or n < 0
                 or base + rows > valid.shape[0] or base + rows > lengths.shape[0]):
             return
-        err = walk_lengths(data, data64, s, e, n, sa, sb, base, stage, st)
+        err = walk_lengths(data, s, e, n, sa, sb, base, sh)
     else:
         return
     if err != 0 and t == 0:
@@ -205,20 +252,14 @@ def _walk_page(p, data, data64, chunks, pages, vstart, vend, valid, lengths, dic
 
 
 @cuda.jit(cache=True)
-def walk_kernel(data, data64, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb):
+def walk_kernel(data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb):
     """A block a page: BYTES dictionary pages into ``dict_len``/``dict_off``, PLAIN data pages into ``sa``/``sb``.
 
-    ``sa``/``sb`` are in the page's value space (``row_start + i``);
-    ``data64`` is ``data``'s whole 8-byte words. Launch with
-    :data:`THREADS` threads a block.
+    ``sa``/``sb`` are in the page's value space (``row_start + i``).
+    Launch with :data:`THREADS` threads a block.
     """
-    stage = cuda.shared.array(STAGE_WORDS, numba.uint64)
-    st = cuda.shared.array(6, numba.int64)
+    sh = cuda.shared.array(SHARED_WORDS, numba.int64)
     for p in range(cuda.blockIdx.x, pages.shape[0], cuda.gridDim.x):
-        _walk_page(p, data, data64, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, stage, st)
+        _walk_page(p, data, chunks, pages, vstart, vend, valid, lengths, dict_off, dict_len, sa, sb, sh)
         cuda.syncthreads()
 
-
-def whole_words(data):
-    """``data``'s (a uint8 device array from an aligned start) whole 8-byte words as a uint64 view."""
-    return data[: data.shape[0] // 8 * 8].view(np.uint64)
