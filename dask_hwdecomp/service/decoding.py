@@ -22,8 +22,8 @@ the pool when the last array over it is freed (:class:`OutputOwner`). So
 that arrays kept alive for long (a ``persist``) can neither exhaust the
 pool nor make the next reads wait for fresh memory to be pinned (the
 service registers a new segment at 2 to 3 GB/s, stalling its other copies),
-outputs are copied into ordinary memory (Arrow's memory pool), and their
-shared buffer given back at once, while the outputs alive exceed :data:`ZERO_COPY_SHARE` of the
+outputs are copied into ordinary memory, and their shared buffer given back
+at once, while the outputs alive exceed :data:`ZERO_COPY_SHARE` of the
 pool's cap (``pinned_bytes``); the read's report counts those copies.
 """
 
@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from .. import timeline
 from ..errors import BackendUnavailableError, HwdecompError
@@ -257,12 +256,10 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
                 returns.live_bytes += nbytes
         if pressed:
             with timeline.span("decode_output_copy", nbytes=nbytes):
-                # Arrow's memory pool, which reuses what earlier reads freed: a
-                # fresh NumPy array pays a page fault every 4 KiB on the copy.
-                copy = pa.allocate_buffer(nbytes)
-                np.frombuffer(copy, dtype=np.uint8)[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
+                copy = np.empty(nbytes, dtype=np.uint8)
+                copy[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
             out.close()
-            return DecodeOutput(chunks, memoryview(copy), copy, True)
+            return DecodeOutput(chunks, copy.data, copy, True)
         view = out.view[:nbytes]
         return DecodeOutput(chunks, view, OutputOwner(out, nbytes, returns), False)
     finally:
