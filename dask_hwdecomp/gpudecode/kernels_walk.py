@@ -11,7 +11,9 @@ block walks it in parallel by *speculating and checking*:
    its first value starts: the first byte from the segment's start whose
    chain of :data:`PROBE` lengths stays inside the page (inside text or
    random bytes a wrong start soon reads a length past the page; the
-   first segment's start is the page's). From its guess it walks the
+   first segment's start is the page's), or the last of up to four such
+   bytes in a row (a start just before a prefix reads its low bytes as a
+   longer length, and that chain can land on the true one). From its guess it walks the
    chain until a prefix starts past the segment, and notes the values it
    walked, where it left and any error;
 2. one thread follows the true chain across the segments: where a guess
@@ -152,6 +154,13 @@ def walk_lengths(data, pos, end, n, out_len, out_src, base, sh):
             stop = min(lo + GUESS_SPAN, hi)
             while y < stop:
                 if _plausible(data, y, end):
+                    # A start a byte or three before a prefix reads that
+                    # prefix's low bytes as a longer length, and its chain may
+                    # land on the true one: take the last of a run of starts.
+                    j = 0
+                    while j < 3 and y + 1 < hi and _plausible(data, y + 1, end):
+                        y += 1
+                        j += 1
                     guess = y
                     break
                 y += 1
