@@ -29,6 +29,7 @@ from numba.cuda.cudadrv.driver import (
     driver,
 )
 
+from .. import timeline
 from ..gpu.pool import size_class
 from .device_hold import current_holder
 
@@ -61,7 +62,8 @@ class PooledDeviceMemory(GetIpcHandleMixin, HostOnlyCUDAMemoryManager):
                 self.reuses += 1
         if ptr is None:
             got = want
-            ptr = self._attempt_allocation(lambda: driver.cuMemAlloc(want))
+            with timeline.span("device_alloc", nbytes=want):  # synchronises the device
+                ptr = self._attempt_allocation(lambda: driver.cuMemAlloc(want))
             with self._lock:
                 self.allocations += 1
         ctx = weakref.proxy(self.context)
