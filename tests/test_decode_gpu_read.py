@@ -208,3 +208,60 @@ def test_a_footer_pyarrow_cannot_open_fails_on_the_gpu_path_as_without_it(standi
             read_table(str(path), backend="auto", decode=decode)
         raised[decode] = str(info.value)
     assert raised["gpu"] == raised["cpu"] and "base64" in raised["cpu"], raised
+
+
+def _scribbled_images(monkeypatch):
+    """Image buffers lent full of noise: a byte the host never received reads as noise."""
+    from dask_hwdecomp.readpath import batch
+
+    real = batch.allocate_images
+
+    def allocate(*args, **kwargs):
+        buf = real(*args, **kwargs)
+        view = np.frombuffer(buf.view, dtype=np.uint8)
+        view[:] = np.random.default_rng(len(view)).integers(0, 256, len(view), dtype=np.uint8)
+        return buf
+
+    monkeypatch.setattr(batch, "allocate_images", allocate)
+
+
+def _copied_back(opened) -> int:
+    (backend,) = opened.values()
+    return backend.stats()["device_only_bytes"]
+
+
+def test_pages_the_gpu_decodes_stay_on_the_device(standin_service, tmp_path, monkeypatch):
+    """The decode plan is made before decompressing; its chunks' pages are kept and not copied back."""
+    path = _write(tmp_path) + "/part0.parquet"
+    read_table(path, backend="auto", decode="gpu")  # the service and its decoder started
+    _scribbled_images(monkeypatch)
+    before = _copied_back(standin_service)
+    report = ReadReport()
+    got = read_table(path, backend="auto", decode="gpu", report=report)
+    assert got.equals(pq.read_table(path))
+    assert {w for (_, w, _) in report.columns} == {"gpu"}
+    # every output byte of the file's data and dictionary pages stayed on the device
+    outputs = sum(cc.total_uncompressed_size for rg in range(pq.ParquetFile(path).metadata.num_row_groups)
+                  for cc in (pq.ParquetFile(path).metadata.row_group(rg).column(c) for c in range(5)))
+    held = _copied_back(standin_service) - before
+    assert 0.5 * outputs < held <= outputs
+
+
+def test_where_the_gpu_decode_fails_the_pages_left_on_the_device_are_decompressed_on_the_host(
+        standin_service, tmp_path, monkeypatch):
+    from dask_hwdecomp.service import decoding
+
+    path = _write(tmp_path) + "/part1.parquet"
+    read_table(path, backend="auto", decode="auto")
+    _scribbled_images(monkeypatch)
+
+    def lost(*args, **kwargs):
+        raise decoding.DecoderLost("lost for the test")
+
+    monkeypatch.setattr(decoding, "_decode_once", lost)
+    before = _copied_back(standin_service)
+    report = ReadReport()
+    got = read_table(path, backend="auto", decode="auto", report=report)
+    assert _copied_back(standin_service) > before  # the pages were left on the device ...
+    assert got.equals(pq.read_table(path))  # ... and pyarrow read them decompressed on the host
+    assert {w for (_, w, _) in report.columns} == {"pyarrow"}

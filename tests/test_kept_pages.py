@@ -144,21 +144,31 @@ def test_the_store_lends_under_its_cap_and_tokens_serve_only_their_owner_and_ran
     assert store.stats()["kept_refused_bytes"] == 600
     first = store.put(me, segment=7, offset=100, pages=[_pages(600)])
     second = store.put(me, segment=7, offset=2000, pages=[_pages(400)])
-    # Another connection cannot take or drop them.
-    assert store.take(other, [first, second], 7, 0, 10_000) == []
+    # Another connection cannot take or drop them: a measure naming a token
+    # it does not hold for its range is refused, and takes nothing (a run
+    # may have left bytes only on the device, which the host lacks).
+    with pytest.raises(KeyError, match="does not hold"):
+        store.take(other, [first, second], 7, 0, 10_000)
     store.drop(other, [first])
-    # A measure over another segment, or a range that does not hold them, drops them unread.
-    assert store.take(me, [second], 8, 0, 10_000) == []
-    assert store.stats()["kept_bytes"] == 600
+    # Nor a measure over another segment, or a range that does not hold them.
+    with pytest.raises(KeyError):
+        store.take(me, [second], 8, 0, 10_000)
+    with pytest.raises(KeyError):
+        store.take(me, [first, second], 7, 50, 1000)
+    assert store.stats()["kept_bytes"] == 1000 and store.stats()["kept_waiting"] == 2
     (got,) = store.take(me, [first], 7, 50, 1000)
     assert got.spans.tolist() == [[50, 600, 0]] and got.outputs.tolist() == [[50, 600]]
-    assert store.take(me, [first], 7, 50, 1000) == []  # a token serves one decode
+    with pytest.raises(KeyError):
+        store.take(me, [first], 7, 50, 1000)  # a token serves one decode
     store.release([got])
+    store.drop(me, [second])
     stats = store.stats()
     assert (stats["kept_bytes"], stats["kept_used"], stats["kept_dropped"], stats["kept_waiting"]) == (0, 1, 1, 0)
     third = store.put(me, 7, 0, [])
     store.drop(me)
-    assert store.take(me, [third], 7, 0, 10) == [] and store.stats()["kept_waiting"] == 0
+    assert store.stats()["kept_waiting"] == 0
+    with pytest.raises(KeyError):
+        store.take(me, [third], 7, 0, 10)
 
 
 def test_a_block_the_device_cannot_allocate_is_given_back_and_counted():

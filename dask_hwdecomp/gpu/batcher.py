@@ -172,10 +172,11 @@ class Batcher:
                             waited_s=waited - (ended - began))
 
     def stats(self) -> dict:
-        out = {"calls": self.calls, "parts": self.parts, "pages": self.pages}
+        out = {"calls": self.calls, "parts": self.parts, "pages": self.pages, "device_only_bytes": 0}
         for i, runner in enumerate(self._runners):
             for k, v in runner.stats().items():
                 out[f"stream{i}_{k}"] = v
+            out["device_only_bytes"] += runner.device_only_bytes
         return out
 
     def close(self) -> None:

@@ -25,6 +25,10 @@ the device, into a block the keeper lends, in the same stream order as the
 copies back: the GPU decoder reads the decompressed pages from there
 rather than from the host. The keeper gets the block only when every job
 of the part succeeded in a call that is trusted; else it gets it back.
+A keeper's ``device_only`` ranges of the part's ``dst`` (the bytes only
+the GPU decoder reads) are not copied back while the part is kept: a part
+whose block is given back (a failed job) has them copied back before the
+call returns, and a call run again keeps nothing and copies everything.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from .. import timeline
 from ..rounding import round_up
 from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
-from .staging import DEVICE_ALIGN, Part, place
+from .staging import DEVICE_ALIGN, Copy, Part, place
 
 __all__ = ["StreamRunner", "Launcher", "Prepared", "Failure", "Keeper"]
 
@@ -120,6 +124,9 @@ class Keeper(Protocol):
         """``block`` is not kept after all (a job of the part failed, or its call)."""
         ...
 
+    device_only: np.ndarray
+    """Sorted, disjoint (start, end) int64 rows of the part's ``dst``: not copied back while kept."""
+
     def exclude(self, outputs: np.ndarray) -> None:
         """Outputs (rows of offset in ``dst``, bytes) the caller rewrote on the host after the call.
 
@@ -129,16 +136,43 @@ class Keeper(Protocol):
 
 
 class _Keeping(NamedTuple):
-    """A part's outputs copied into a keeper's block, not yet handed over."""
+    """A part's outputs copied into a keeper's block, not yet handed over.
+
+    ``skipped``: the copies back left out (``device_only``), as
+    :class:`~dask_hwdecomp.gpu.staging.Copy` rows, made if the block is
+    given back.
+    """
 
     part: int
     block: Any
     spans: np.ndarray
+    skipped: list
 
 
 class _Outcome(NamedTuple):
     failures: list[list[Failure]]
     keeps: list[_Keeping]
+    data: int = 0  # the arena address the call's inputs and outputs start at
+
+
+def _cut(c: Copy, only: np.ndarray, skipped: list) -> list[Copy]:
+    """Copy ``c`` less the ``only`` ranges (sorted, disjoint rows of its part's ``dst``); what is left out goes to ``skipped``."""
+    lo, hi = c.host_offset, c.host_offset + c.nbytes
+    at = int(np.searchsorted(only[:, 1], lo, side="right"))  # the first range ending after lo
+    out: list[Copy] = []
+    pos = lo
+    for start, end in only[at:].tolist():
+        if start >= hi:
+            break
+        start, end = max(start, pos), min(end, hi)
+        if start > pos:
+            out.append(Copy(c.part, pos, c.arena_offset + pos - lo, start - pos))
+        if end > start:
+            skipped.append(Copy(c.part, start, c.arena_offset + start - lo, end - start))
+        pos = max(pos, end)
+    if pos < hi:
+        out.append(Copy(c.part, pos, c.arena_offset + pos - lo, hi - pos))
+    return out
 
 
 class StreamRunner:
@@ -162,6 +196,7 @@ class StreamRunner:
         try:
             self.arena = DeviceArena(ops.alloc_device, self.stream)
             self.scratch = HostScratch(ops.alloc_host)
+            self.device_only_bytes = 0  # bytes not copied back: device-only, kept (given back ones included)
         except BaseException:
             self.stream.close()
             raise
@@ -182,7 +217,7 @@ class StreamRunner:
         # anywhere after its output.
         ran_wrong = any(f.status is None and f.checksum is None for fs in failures for f in fs)
         if getattr(self.launcher, "contains_failures", True) or not ran_wrong:
-            self._hand_over(parts, outcome)
+            self._hand_over(parts, outcome, outcome.data)
             return failures
         for k in outcome.keeps:  # the run may have written over any output
             parts[k.part].keep.release(k.block)
@@ -196,17 +231,28 @@ class StreamRunner:
                           for i in range(len(part.jobs)))
         return failures
 
-    def _hand_over(self, parts: Sequence[Part], outcome: _Outcome) -> None:
-        """Each kept block to its part's keeper, or back where a job of the part failed."""
+    def _hand_over(self, parts: Sequence[Part], outcome: _Outcome, data: int) -> None:
+        """Each kept block to its part's keeper, or back where a job of the part failed.
+
+        A part given back gets the copies it skipped (``device_only``) from
+        the arena at ``data``, which still holds the call's outputs.
+        """
+        late = False
         for k in outcome.keeps:
             part = parts[k.part]
             if outcome.failures[k.part]:
                 part.keep.release(k.block)
+                dst = address_of(part.dst)
+                for c in k.skipped:
+                    self.ops.dtoh(dst + c.host_offset, data + c.arena_offset, c.nbytes, self.stream)
+                    late = True
                 continue
             r = part.jobs.rows
             sized = r["dst_size"] > 0
             outputs = np.stack([r["dst_offset"][sized], r["dst_size"][sized]], axis=1).astype(np.int64)
             part.keep.keep(k.block, k.spans, outputs)
+        if late:
+            self.ops.synchronize(self.stream)
 
     def _queue_keeps(self, parts: Sequence[Part], d2h: Sequence, data: int, keeps: list[_Keeping]) -> None:
         """Copy the outputs of the parts that keep them into their keepers' blocks (stream order)."""
@@ -218,7 +264,7 @@ class StreamRunner:
             block = parts[p].keep.reserve(sum(c.nbytes for c in mine))
             if block is None:
                 continue
-            keeps.append(_Keeping(p, block, np.zeros((len(mine), 3), dtype=np.int64)))
+            keeps.append(_Keeping(p, block, np.zeros((len(mine), 3), dtype=np.int64), []))
             at = 0
             for i, c in enumerate(mine):
                 self.ops.dtod(block.address + at, data + c.arena_offset, c.nbytes, self.stream)
@@ -297,10 +343,19 @@ class StreamRunner:
         if len(keep):
             collect = launcher.launch(state, stream, src_ptrs[keep], dst_ptrs[keep], base, host)
             outputs.launch(ops, stream, data, base + outputs_dev, host_ptr + outputs_host, host_view[outputs_host:])
-        for c in plan.d2h:
-            if c.nbytes:
-                ops.dtoh(dst_addr[c.part] + c.host_offset, data + c.arena_offset, c.nbytes, stream)
+        # The kept copies first (stream order still puts them after the
+        # launch): a kept part's device-only bytes are then not copied back.
         self._queue_keeps(parts, plan.d2h, data, keeps)
+        keeping = {k.part: k for k in keeps}
+        for c in plan.d2h:
+            if not c.nbytes:
+                continue
+            held = keeping.get(c.part)
+            only = None if held is None else parts[c.part].keep.device_only
+            pieces = [c] if held is None or only is None or not len(only) else _cut(c, only, held.skipped)
+            self.device_only_bytes += c.nbytes - sum(piece.nbytes for piece in pieces)
+            for piece in pieces:
+                ops.dtoh(dst_addr[c.part] + piece.host_offset, data + piece.arena_offset, piece.nbytes, stream)
         with timeline.span("gpu_sync", pages=n, nbytes=plan.nbytes):
             ops.synchronize(stream)
         actual = np.zeros(n, dtype=np.uint64)
@@ -320,13 +375,14 @@ class StreamRunner:
             p, i = int(plan.part_of[k]), int(plan.member[k])
             table = parts[p].jobs
             failures[p].append(Failure(table.job(i), int(actual[k]), text, why, int(table.index[i])))
-        return _Outcome(failures, keeps)
+        return _Outcome(failures, keeps, data)
 
     def stats(self) -> dict:
         return {
             "arena_bytes": self.arena.nbytes,
             "arena_allocations": self.arena.allocations,
             "scratch_allocations": self.scratch.allocations,
+            "device_only_bytes": self.device_only_bytes,
         }
 
     def close(self) -> None:

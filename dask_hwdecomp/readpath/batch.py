@@ -26,8 +26,10 @@ The :class:`DecompressedBatch` owns both host buffers and frees them on
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from ..budget import split_by_budget
@@ -116,12 +118,13 @@ def _in_service(router: Router) -> bool:
 
 
 def decode_columns(images: list[Image], router: Router, options: Options, report: ReadReport,
-                   dst: memoryview | None = None, kept=None) -> None:
+                   dst: memoryview | None = None, kept=None, planned=None) -> None:
     """Decode on the GPU the column chunks it supports, into each image's ``decoded``.
 
     Where the GPU decodes nothing, each image's ``cpu_reason`` says why.
     ``kept``: the batch's pages the GPU service kept on the device
-    (``ServiceClient.keeping()``, opened by :func:`decompress_batch`).
+    (``ServiceClient.keeping()``, opened by :func:`decompress_batch`);
+    ``planned``: the decode plan made before decompressing, if any.
     """
     why = "" if _always and _column_decoder is not None else cpu_decode_reason(options, router)
     if why:
@@ -137,7 +140,7 @@ def decode_columns(images: list[Image], router: Router, options: Options, report
         backend = decoder_of(router)
         if backend is None or dst is None:
             raise BackendUnavailableError("the GPU decoder needs a GPU backend in the GPU service")
-        decode_on_gpu(images, dst, backend, options, report, kept)
+        decode_on_gpu(images, dst, backend, options, report, kept, planned)
 
 
 class DecompressedBatch:
@@ -208,15 +211,22 @@ def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Option
         dst_buf = allocate_images(backend, layout, plans, options)
         buffers.callback(dst_buf.close)
         dst = dst_buf.view
+        images = build_images(plans, layout, dst)
         # The pages the GPU service decompresses stay on the device for the
         # decode, until the batch is decoded (only where it decodes on the GPU).
         with _keeping(router, options) as kept:
+            planned = None
+            if kept is not None:
+                planned = _plan_before_decompressing(images, layout, src, dst, kept, report)
             with report.stage("decompress"):
                 router.run(layout.jobs, src, dst, report)
             with report.stage("scan"):
                 layout.fill(dst, src)
-            images = build_images(plans, layout, dst)
-            decode_columns(images, router, options, report, dst, kept)
+            if kept is not None and kept.host_lacks:
+                restore = _Restore(layout.jobs, kept.device_only, src, dst)
+                for image in images:
+                    image.restore = restore
+            decode_columns(images, router, options, report, dst, kept, planned)
     except BaseException:
         buffers.close()
         raise
@@ -236,6 +246,73 @@ def _keeping(router: Router, options: Options):
 
     backend = decoder_of(router)
     return contextlib.nullcontext(None) if backend is None else backend.keeping()
+
+
+def _plan_before_decompressing(images: list[Image], layout: BatchLayout, src: memoryview, dst: memoryview,
+                               kept, report: ReadReport):
+    """The batch's GPU decode plan, made from its page headers before the pages are decompressed.
+
+    The images' headers, stored pages and footers are written first (the
+    plan reads nothing else; they are written again after decompressing,
+    since a GPU backend's copies back cross the bytes between outputs).
+    The chunks the plan decodes become ``kept.device_only``: where the
+    GPU service keeps their pages on the device, it does not copy them
+    back to the host.
+    """
+    from .gpu_columns import plan_decode
+
+    with report.stage("scan"):
+        layout.fill(dst, src)
+    planned = plan_decode(images, dst)
+    kept.device_only = merged_ranges(planned.ranges[:, 0], planned.ranges[:, 1]) if len(planned.ranges) else \
+        np.zeros((0, 2), np.int64)
+    return planned
+
+
+def merged_ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Byte ranges ``[start, start + size)`` as sorted, disjoint (start, end) int64 rows (touching ones joined)."""
+    starts = np.asarray(starts, np.int64)
+    ends = starts + np.asarray(sizes, np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    if not len(starts):
+        return np.zeros((0, 2), np.int64)
+    reach = np.maximum.accumulate(ends)
+    new = np.r_[True, starts[1:] > reach[:-1]]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(starts) - 1]
+    return np.stack([starts[first], reach[last]], axis=1)
+
+
+class _Restore:
+    """Decompresses on the host, once, the jobs whose outputs lie in ranges only the GPU service received.
+
+    pyarrow then reads the whole image (where the GPU decode failed, or
+    the assembly could not use a decoded column).
+    """
+
+    def __init__(self, jobs, device_only: np.ndarray, src: memoryview, dst: memoryview) -> None:
+        self._jobs, self._only, self._src, self._dst = jobs, device_only, src, dst
+        self._lock = threading.Lock()
+        self._done = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            from ..decompress.cpu import decompress_one
+            from ..jobs import as_table
+
+            table = as_table(self._jobs)
+            rows = table.rows
+            lo, hi = rows["dst_offset"], rows["dst_offset"] + rows["dst_size"]
+            at = np.searchsorted(self._only[:, 1], lo, side="right")  # the first range ending after lo
+            inside = np.zeros(len(rows), bool)
+            ok = at < len(self._only)
+            inside[ok] = self._only[at[ok], 0] < hi[ok]
+            for i in np.flatnonzero(inside).tolist():
+                decompress_one(table.job(i), self._src, self._dst)
+            self._done = True
 
 
 def scan_and_lay_out(src, files: list[FileSpec], options: Options) -> BatchLayout:

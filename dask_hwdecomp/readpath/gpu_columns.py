@@ -17,7 +17,7 @@ import logging
 from .. import timeline
 from ..errors import BackendUnavailableError
 from ..gpudecode.assemble import assemble
-from ..gpudecode.plan import plan_batch
+from ..gpudecode.plan import DecodePlan, plan_batch
 from ..options import Options
 from ..report import ReadReport
 from ..service.client import ServiceClient
@@ -25,7 +25,7 @@ from ..service.decoding import DecoderLost
 from ..service.keeping import KeptRuns
 from .image import Image
 
-__all__ = ["decode_on_gpu", "decoder_of", "LOST"]
+__all__ = ["decode_on_gpu", "plan_decode", "decoder_of", "LOST"]
 
 logger = logging.getLogger("dask_hwdecomp")
 
@@ -49,13 +49,25 @@ def _columns(image: Image) -> list[str]:
     return names
 
 
+def plan_decode(images: list[Image], dst: memoryview) -> DecodePlan:
+    """The GPU decode plan of a batch's images in ``dst`` (their page headers and footers are all it reads)."""
+    wanted = sorted({name for im in images for name in _columns(im)})
+    with timeline.span("gpu_plan", pages=0) as fields:
+        plan = plan_batch(images, wanted, within=dst)
+        fields["pages"] = len(plan.pages)
+    return plan
+
+
 def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, options: Options,
-                  report: ReadReport, kept: KeptRuns | None = None) -> None:
+                  report: ReadReport, kept: KeptRuns | None = None, planned: DecodePlan | None = None) -> None:
     """Decode the batch's GPU-decodable column chunks into each image's ``decoded``.
 
     ``kept``: the batch's runs whose outputs the service kept on the
     device (:meth:`ServiceClient.keeping`); the decode reads those pages
-    there.
+    there. ``planned``: :func:`plan_decode` of the images, made before
+    they were decompressed (else it is made here). Where the decode fails
+    and pyarrow decodes instead, pages only the device received are
+    decompressed on the host first (``Image.restore``).
 
     Raises
     ------
@@ -69,10 +81,7 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, 
     """
     if not images:
         return
-    wanted = sorted({name for im in images for name in _columns(im)})
-    with timeline.span("gpu_plan", pages=0) as fields:
-        plan = plan_batch(images, wanted, within=dst)
-        fields["pages"] = len(plan.pages)
+    plan = planned if planned is not None else plan_decode(images, dst)
     for image, fallbacks in zip(images, plan.fallbacks):
         image.why_not_gpu.update(fallbacks)
     if not len(plan.chunks):
@@ -84,6 +93,9 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, 
             raise
         reason = exc.reason if isinstance(exc, BackendUnavailableError) else f"{LOST}: {exc.reason}"
         logger.warning("decoding on the CPU: %s", reason)
+        for image in images:
+            if image.restore is not None:
+                image.restore()
         for image, gpu in zip(images, plan.gpu_columns):
             for name in gpu:
                 image.why_not_gpu[name] = reason

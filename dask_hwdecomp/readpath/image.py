@@ -7,6 +7,7 @@ it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -29,6 +30,11 @@ class Image:
     decodes every other column from ``buffer``. ``why_not_gpu`` says, per
     column, why the GPU did not decode it; ``cpu_reason`` why it decoded
     none of the image's columns (empty when it was asked to).
+
+    ``restore``, where not None, decompresses on the host the bytes of
+    ``buffer`` that only the GPU received (the pages of the columns it
+    decodes were left on the device): call it before pyarrow reads any
+    column of ``decoded`` from ``buffer`` (idempotent).
     """
 
     plan: PiecePlan
@@ -37,6 +43,7 @@ class Image:
     decoded: dict[str, pa.ChunkedArray] = field(default_factory=dict)
     why_not_gpu: dict[str, str] = field(default_factory=dict)
     cpu_reason: str = ""
+    restore: Callable[[], None] | None = None
 
     def reason(self, column: str) -> str:
         """Why pyarrow, not the GPU, decoded ``column`` of this image."""

@@ -116,6 +116,28 @@ def decode_image(image: Image, report: ReadReport, partition_fields: set,
     """
     located = locate_decode_errors(image.plan.piece.path, image.row_groups, image.buffer)
     with report.stage("decode"), located:
-        table, used = decode()
+        if image.restore is None:
+            table, used = decode()
+        else:
+            table, used = _decode_restoring(image, decode)
     account_image_columns(report, image, table, used, partition_fields)
     return table
+
+
+def _decode_restoring(image: Image, decode: Callable[[], ImageTable]) -> ImageTable:
+    """``decode()`` of an image whose GPU columns' pages only the device received.
+
+    Where pyarrow read a column of ``image.decoded`` from the image after
+    all (the assembly could not use it), or failed, those pages are
+    decompressed on the host and the image decoded again.
+    """
+    assert image.restore is not None
+    try:
+        table, used = decode()
+    except Exception:
+        image.restore()
+        return decode()
+    if set(image.decoded) - set(used):
+        image.restore()
+        return decode()
+    return ImageTable(table, used)

@@ -108,12 +108,13 @@ class _Request:
     njobs: int
     nprotect: int
     kept: KeptRuns | None = None  # where the tokens of outputs kept on the device go
+    ndevice: int = 0  # device-only ranges at the blob's end
 
     def message(self, rid: int) -> tuple[wire.Run, bytes]:
         return wire.Run(rid=rid, src_seg=self.src.segment.id, src_offset=self.src.offset,
                         src_nbytes=self.src.nbytes, dst_seg=self.dst.segment.id, dst_offset=self.dst.offset,
                         dst_nbytes=self.dst.nbytes, njobs=self.njobs, nprotect=self.nprotect,
-                        keep=self.kept is not None), self.blob
+                        keep=self.kept is not None, ndevice=self.ndevice), self.blob
 
 
 @dataclass(frozen=True)
@@ -302,8 +303,10 @@ class ServiceClient:
             # Outputs kept on the device are named by where they lie in the
             # shared buffer: not for a staged copy.
             kept = getattr(self._local, "kept", None) if dst_ref.staged is None else None
-            request = _Request(src_ref, dst_ref, wire.pack_jobs(jobs) + wire.pack_protect(protect),
-                               len(jobs), len(protect), kept)
+            only = kept.device_only_within(len(dst)) if kept is not None else np.zeros((0, 2), np.int64)
+            request = _Request(src_ref, dst_ref,
+                               wire.pack_jobs(jobs) + wire.pack_protect(protect) + wire.pack_device_only(only),
+                               len(jobs), len(protect), kept, len(only))
             nbytes = int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())
             outcome = self._attempt(jobs, request, nbytes)
             if isinstance(outcome, _Failure):  # raises unless a retry succeeds
@@ -376,7 +379,8 @@ class ServiceClient:
             return _Failure(f"died (closed its connection: {exc})", None)
         if isinstance(reply, wire.Done):
             if request.kept is not None and reply.kept >= 0:
-                request.kept.add(att, request.dst.segment.id, request.dst.offset, request.dst.nbytes, reply.kept)
+                request.kept.add(att, request.dst.segment.id, request.dst.offset, request.dst.nbytes, reply.kept,
+                                 device_only=request.ndevice > 0)
             return reply.redone
         if isinstance(reply, wire.Corrupt):
             if not 0 <= reply.index < len(jobs):

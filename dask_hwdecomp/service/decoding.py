@@ -163,6 +163,9 @@ def decode_in_service(client, plan, src: memoryview, kept: KeptRuns | None = Non
     except DecoderLost as exc:
         if not exc.retryable:
             raise
+        if kept is not None and kept.host_lacks:
+            # The pages only the lost service held are not in src: pyarrow decodes.
+            raise DecoderLost(f"{exc.reason} (pages it kept on the device went with it)") from None
         first = exc.reason
     try:
         out = _decode_once(client, plan, src, kept)
@@ -217,6 +220,9 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
         blob = wire.pack_plan(plan.ranges, plan.chunks, plan.pages)
         tokens = [] if kept is None or src_ref.staged is not None else kept.take(
             att, src_ref.segment.id, src_ref.offset, src_ref.nbytes)
+        if kept is not None and kept.host_lacks and (src_ref.staged is not None or kept.others(att)):
+            raise DecoderLost("pages the GPU service kept on the device are not in reach of this decode "
+                              "(its connection was replaced)")
         measure_msg = wire.Measure(rid=0, src_seg=src_ref.segment.id, src_offset=src_ref.offset,
                                    src_nbytes=src_ref.nbytes, data_bytes=int(plan.data_bytes),
                                    nranges=len(plan.ranges), nchunks=len(plan.chunks), npages=len(plan.pages),

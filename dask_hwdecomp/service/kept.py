@@ -15,9 +15,11 @@ decoded nothing on the GPU), or when its connection closes.
 Bounds: the store keeps at most ``cap_bytes`` of blocks; a run past it
 keeps nothing and its decode uploads everything, as without keeping. A
 token is used only by its own connection, and only for a measure over the
-same segment whose range holds all of the token's pages; the pages' bytes
-are those the client's buffer received from the same call (only the jobs'
-outputs are read there, the rest comes from the host).
+same segment whose range holds all of the token's pages (a measure naming
+a token otherwise is refused); the pages' bytes are those the client's
+buffer received from the same call (only the jobs' outputs are read there,
+the rest comes from the host), or, in the run's ``device_only`` ranges,
+those the buffer did not receive: only the device holds them.
 """
 
 from __future__ import annotations
@@ -107,24 +109,25 @@ class KeptStore:
 
         Offsets come back relative to ``offset``. The tokens are removed
         (each names one decode); release the pages with :meth:`release`.
-        Tokens not ``owner``'s are ignored; ``owner``'s that do not lie in
-        the range are dropped.
+
+        Raises
+        ------
+        KeyError
+            A token is not ``owner``'s or does not lie in the range (nothing
+            is taken): a run may have left bytes only there (``device_only``),
+            which the host does not hold.
         """
         out: list[KeptPages] = []
-        freed = 0
         with self._lock:
             for t in tokens:
                 entry = self._entries.get(t)
-                if entry is None or entry.owner is not owner:
-                    continue
-                del self._entries[t]
-                if entry.segment == segment and all(p.within(offset, offset + nbytes) for p in entry.pages):
-                    out.extend(p.shifted(-offset) for p in entry.pages)
-                    self.used += 1
-                else:
-                    freed += entry.nbytes
-                    self.dropped += 1
-            self._bytes -= freed
+                if entry is None or entry.owner is not owner or entry.segment != segment or not all(
+                        p.within(offset, offset + nbytes) for p in entry.pages):
+                    raise KeyError(f"kept pages {t}, which this connection does not hold for this range")
+            for t in tokens:
+                entry = self._entries.pop(t)
+                out.extend(p.shifted(-offset) for p in entry.pages)
+                self.used += 1
         return out
 
     def release(self, pages: Sequence[KeptPages]) -> None:
@@ -167,13 +170,18 @@ class RunKeeper:
         Bounds the bytes lent.
     allocate : callable
         ``allocate(nbytes)``: a device array of the decoder's memory.
+
+    device_only : ndarray of int64, shape (n, 2), optional
+        Sorted, disjoint ranges of the run's ``dst`` that only the GPU
+        decoder reads: not copied back to the client where kept.
     """
 
-    def __init__(self, store: KeptStore, allocate: Callable[[int], Any]):
+    def __init__(self, store: KeptStore, allocate: Callable[[int], Any], device_only: np.ndarray | None = None):
         self._store = store
         self._allocate = allocate
         self._lock = threading.Lock()
         self.pages: list[KeptPages] = []
+        self.device_only = np.zeros((0, 2), np.int64) if device_only is None else device_only
 
     def reserve(self, nbytes: int) -> _Block | None:
         if not self._store.admit(nbytes):

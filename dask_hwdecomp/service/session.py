@@ -217,13 +217,14 @@ class Session:
     def _unpack_and_run(self, run: wire.Run, blob: bytes, src: memoryview, dst: memoryview) -> None:
         try:
             jobs, protect = wire.unpack_jobs(run, blob)
+            device_only = wire.unpack_device_only(run, blob)
         except wire.WireError as exc:
             self._refuse(run.rid, f"run {run.rid}: {exc}")
             with self.lock:
                 self.runs.discard(threading.current_thread())
             return
         self.service.counters.runs += 1
-        self._run(run, jobs, src, dst, protect)
+        self._run(run, jobs, src, dst, protect, device_only)
 
     def _spawn(self, target, args: tuple, name: str) -> None:
         """Run ``target(*args)`` on a thread of its own, joined before the connection closes."""
@@ -251,19 +252,23 @@ class Session:
         finally:
             self.service.put_down(queue, nbytes)
 
-    def _keeper(self, run: wire.Run) -> RunKeeper | None:
-        """Where ``run``'s outputs are kept on the device: when asked, by a backend that can, for a decoder."""
+    def _keeper(self, run: wire.Run, device_only) -> RunKeeper | None:
+        """Where ``run``'s outputs are kept on the device: when asked, by a backend that can, for a decoder.
+
+        ``device_only``: the ranges of the run's ``dst`` whose kept bytes
+        are not copied back.
+        """
         if not run.keep or not self.backend.keeps_outputs:
             return None
         try:
             decoder = self.service.decoder()
         except BackendUnavailableError:
             return None
-        return RunKeeper(self.service.kept, decoder.device_block)
+        return RunKeeper(self.service.kept, decoder.device_block, device_only)
 
-    def _run(self, run: wire.Run, jobs, src: memoryview, dst: memoryview, protect) -> None:
+    def _run(self, run: wire.Run, jobs, src: memoryview, dst: memoryview, protect, device_only) -> None:
         rid = run.rid
-        keeper = self._keeper(run)
+        keeper = self._keeper(run, device_only)
         kw: dict[str, Any] = {} if keeper is None else {"keep": keeper}
         began = time.perf_counter()
         try:
@@ -329,7 +334,10 @@ class Session:
         from ..gpudecode.hosted import DecodeRequest
         from ..gpudecode.merge import PlanRecords
 
-        kept = self.service.kept.take(self, msg.kept, msg.src_seg, msg.src_offset, msg.src_nbytes)
+        try:
+            kept = self.service.kept.take(self, msg.kept, msg.src_seg, msg.src_offset, msg.src_nbytes)
+        except KeyError as exc:
+            raise wire.WireError(str(exc.args[0])) from None
         try:
             decoder = self.service.decoder()
             src = self._view(msg.src_seg, msg.src_offset, msg.src_nbytes)

@@ -35,7 +35,8 @@ from ..gpudecode.tables import CHUNK, PAGE
 from ..jobs import ALGOS, JOB_FIELDS, Job, JobTable, as_table
 
 __all__ = [
-    "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs", "JOB_FIELDS", "MESSAGES",
+    "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs",
+    "pack_device_only", "unpack_device_only", "JOB_FIELDS", "MESSAGES",
     "Attach", "Share", "Forget", "Run", "Measure", "Write", "Discard", "Drop", "StatsRequest", "Stop",
     "Hello", "Unavailable", "Started", "Done", "Measured", "Corrupt", "Failed", "Stats", "Refused",
     "pack_plan", "unpack_plan", "placements", "unpack_placements", "corrupt_error", "failure_error",
@@ -123,7 +124,10 @@ class Run(Message):
     """Client to service: decompress ``njobs`` jobs (binary part) from src to dst.
 
     ``keep``: also keep the outputs on the device for a decode of them
-    (the :class:`Done` names them).
+    (the :class:`Done` names them). The binary part is the jobs, then
+    ``nprotect`` protected ranges, then ``ndevice`` ranges of ``dst`` that
+    only the decode reads (:func:`unpack_device_only`): where the outputs
+    are kept, their bytes there are not copied back.
     """
 
     rid: int
@@ -136,6 +140,7 @@ class Run(Message):
     njobs: int
     nprotect: int
     keep: bool
+    ndevice: int = 0
 
 
 @dataclass(frozen=True)
@@ -438,13 +443,14 @@ def unpack_jobs(run: Run, blob: bytes) -> tuple[JobTable, np.ndarray]:
         The binary part has the wrong size, or a job or range reaches out of
         the buffers the run names, or holds an impossible value.
     """
-    if run.njobs < 0 or run.nprotect < 0:
+    if run.njobs < 0 or run.nprotect < 0 or run.ndevice < 0:
         raise WireError("negative counts")
-    want = 8 * (run.njobs * len(JOB_FIELDS) + 2 * run.nprotect)
+    want = 8 * (run.njobs * len(JOB_FIELDS) + 2 * run.nprotect + 2 * run.ndevice)
     if len(blob) != want:
-        raise WireError(f"a run of {run.njobs} jobs and {run.nprotect} ranges carried {len(blob)} bytes, not {want}")
+        raise WireError(f"a run of {run.njobs} jobs and {run.nprotect} + {run.ndevice} ranges carried "
+                        f"{len(blob)} bytes, not {want}")
     jobs = JobTable.from_bytes(blob, run.njobs)
-    ranges = np.frombuffer(blob, dtype=np.int64, offset=jobs.rows.nbytes).reshape(-1, 2)
+    ranges = np.frombuffer(blob, dtype=np.int64, count=2 * run.nprotect, offset=jobs.rows.nbytes).reshape(-1, 2)
     src_n, dst_n = run.src_nbytes, run.dst_nbytes
     if len(jobs):
         r = jobs.rows
@@ -464,6 +470,28 @@ def unpack_jobs(run: Run, blob: bytes) -> tuple[JobTable, np.ndarray]:
     if len(ranges) and ((ranges[:, 0] < 0) | (ranges[:, 1] < ranges[:, 0]) | (ranges[:, 1] > dst_n)).any():
         raise WireError("a protected range lies outside the destination buffer")
     return jobs, ranges
+
+
+def pack_device_only(ranges: np.ndarray) -> bytes:
+    """A run's device-only ``dst`` ranges (sorted, disjoint (start, end) rows) as an (n, 2) int64 array."""
+    return np.ascontiguousarray(ranges, dtype=np.int64).reshape(-1, 2).tobytes()
+
+
+def unpack_device_only(run: Run, blob: bytes) -> np.ndarray:
+    """The device-only ``dst`` ranges of a :class:`Run` whose blob :func:`unpack_jobs` checked.
+
+    Raises
+    ------
+    WireError
+        A range lies outside the destination buffer, or the ranges are not
+        sorted and disjoint.
+    """
+    at = 8 * (run.njobs * len(JOB_FIELDS) + 2 * run.nprotect)
+    ranges = np.frombuffer(blob, dtype=np.int64, count=2 * run.ndevice, offset=at).reshape(-1, 2)
+    if len(ranges) and ((ranges[:, 0] < 0) | (ranges[:, 1] < ranges[:, 0]) | (ranges[:, 1] > run.dst_nbytes)
+                        | np.r_[False, ranges[1:, 0] < ranges[:-1, 1]]).any():
+        raise WireError("the device-only ranges are not sorted, disjoint ranges of the destination buffer")
+    return ranges
 
 
 # -- decode plans and their placement ------------------------------------------
