@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from ..format.codec_kernels import snappy_varint
+from ..format.zstd_blocks import BLOCK_OK, zstd_block_max, zstd_blocks
 from ..jobs import ALGOS, Algo, JobTable
 
 __all__ = ["Suspects", "find_suspects"]
@@ -29,7 +30,6 @@ _SNAPPY = ALGOS.index(Algo.SNAPPY)
 _ZSTD = ALGOS.index(Algo.ZSTD)
 _ZSTD_MAGIC = 0xFD2FB528
 _SKIPPABLE = 0x184D2A50
-_BLOCK_MAX = 128 << 10
 _WINDOW_LOG_MAX = 31
 
 
@@ -119,29 +119,10 @@ def _zstd_walk(src, so, ss, ds):  # pragma: no cover - compiled
         if fcs > ds:
             return -1
         total = -1 if fcs < 0 or total < 0 else total + fcs
-        pos += hdr + fcs_len
-        block_max = min(_BLOCK_MAX, max(window, 0)) if window >= 0 else _BLOCK_MAX
-        produced = 0
-        while True:
-            if pos + 3 > end:
-                return -1
-            bh = _le(src, pos, 3)
-            last = bh & 1
-            btype = (bh >> 1) & 3
-            bsize = bh >> 3
-            pos += 3
-            if btype == 3 or bsize > block_max:
-                return -1
-            stored = 1 if btype == 1 else bsize
-            if pos + stored > end:
-                return -1
-            if btype != 2:
-                produced += bsize
-            pos += stored
-            if last:
-                break
-        if fcs >= 0 and produced > fcs:
+        blocks = zstd_blocks(src, pos + hdr + fcs_len, end, zstd_block_max(window))
+        if blocks.fault != BLOCK_OK or (fcs >= 0 and blocks.produced > fcs):
             return -1
+        pos = blocks.at
         if checksum:
             pos += 4
             if pos > end:

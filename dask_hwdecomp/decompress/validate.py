@@ -14,19 +14,39 @@ decoder's to reject, per page, with a status.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import CorruptPageError
 from ..format.codecs import ZSTD_MAGIC, snappy_preamble, zstd_content_size, zstd_descriptor
+from ..format.zstd_blocks import (
+    BLOCK_HEADER_PAST,
+    BLOCK_OK,
+    BLOCK_RESERVED,
+    BLOCK_TOO_LARGE,
+    ZstdBlocks,
+    zstd_block_max,
+    zstd_blocks,
+)
 from ..jobs import Algo, Job
 
 __all__ = ["check_job", "zstd_frames"]
 
 _SKIPPABLE = 0x184D2A50  # low nibble free
-_BLOCK_MAX = 128 << 10
 _WINDOW_LOG_MAX = 31
 
 
 def _corrupt(job: Job, what: str) -> CorruptPageError:
     return CorruptPageError(f"{job.algo.value} stream rejected before the GPU: {what}", job.location)
+
+
+def _block_fault(blocks: ZstdBlocks, block_max: int) -> str:
+    if blocks.fault == BLOCK_HEADER_PAST:
+        return "block header runs past the page"
+    if blocks.fault == BLOCK_RESERVED:
+        return f"reserved block type at byte {blocks.at}"
+    if blocks.fault == BLOCK_TOO_LARGE:
+        return f"block of {blocks.size} bytes exceeds the maximum {block_max}"
+    return f"block of {blocks.size} bytes runs past the page"
 
 
 def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
@@ -44,6 +64,7 @@ def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
         beyond Zstd's limit.
     """
     n = len(data)
+    buf = np.frombuffer(data, dtype=np.uint8)
     pos = 0
     total = 0
     while pos < n:
@@ -86,31 +107,13 @@ def zstd_frames(data, job: Job, checksums: list | None = None) -> int:
         if fcs > job.dst_size:
             raise _corrupt(job, f"frame declares {fcs} bytes, more than the page's {job.dst_size}")
         total = -1 if fcs < 0 or total < 0 else total + fcs
-        pos += hdr + fcs_len
-        block_max = min(_BLOCK_MAX, max(window, 0)) if window >= 0 else _BLOCK_MAX
-        produced = 0
-        while True:
-            if pos + 3 > n:
-                raise _corrupt(job, "block header runs past the page")
-            bh = int.from_bytes(data[pos : pos + 3], "little")
-            last = bh & 1
-            btype = (bh >> 1) & 3
-            bsize = bh >> 3
-            pos += 3
-            if btype == 3:
-                raise _corrupt(job, f"reserved block type at byte {pos - 3}")
-            if bsize > block_max:
-                raise _corrupt(job, f"block of {bsize} bytes exceeds the maximum {block_max}")
-            stored = 1 if btype == 1 else bsize  # RLE stores one byte
-            if pos + stored > n:
-                raise _corrupt(job, f"block of {stored} bytes runs past the page")
-            if btype != 2:
-                produced += bsize
-            pos += stored
-            if last:
-                break
-        if fcs >= 0 and produced > fcs:
-            raise _corrupt(job, f"raw/RLE blocks produce {produced} bytes, the frame declares {fcs}")
+        block_max = int(zstd_block_max(window))
+        blocks = zstd_blocks(buf, pos + hdr + fcs_len, n, block_max)
+        if blocks.fault != BLOCK_OK:
+            raise _corrupt(job, _block_fault(blocks, block_max))
+        pos = blocks.at
+        if fcs >= 0 and blocks.produced > fcs:
+            raise _corrupt(job, f"raw/RLE blocks produce {blocks.produced} bytes, the frame declares {fcs}")
         content_checksum = None
         if checksum:
             pos += 4

@@ -16,8 +16,8 @@ import numba
 import numpy as np
 
 from .cuda_jit import cuda
-from .kernels_bytes_pages import as_i32, dba_prefixes, is_fixed_dba, page_rows
-from .kernels_delta import E_LENGTH, K_DECIMAL, TPB, page_blocks, set_error
+from .kernels_bytes_pages import as_i32, dba_prefixes, dba_value, is_fixed_dba, page_rows
+from .kernels_delta import E_LENGTH, K_DECIMAL, TPB, block_error, page_launch
 
 __all__ = ["write_fixed_dba"]
 
@@ -26,10 +26,9 @@ __all__ = ["write_fixed_dba"]
 def _write_fixed_dba_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, sa, sd, out8, sh, first_src):
     """Page ``p`` by its thread block: each value's destination, the prefix lengths, then the values in order."""
     t = cuda.threadIdx.x
-    c = pages[p]["chunk"]
-    if not is_fixed_dba(pages, chunks, p, c) or pages[p]["error"] != 0:
+    c, n, rows, base = page_rows(pages, p)
+    if not is_fixed_dba(pages, chunks, p, c):
         return
-    n, rows, base = page_rows(pages, p)
     row_base = chunks[c]["row_base"]
     width = np.int64(chunks[c]["width"])
     size = np.int64(chunks[c]["type_length"])
@@ -39,39 +38,26 @@ def _write_fixed_dba_page(p, data, chunks, pages, vstart, vend, valid, vindex, l
     if oend > out8.shape[0]:
         oend = np.int64(out8.shape[0])
     if size <= 0 or size > width or (dec and width != 16):
-        if t == 0:
-            set_error(pages, p, E_LENGTH)
+        block_error(pages, p, E_LENGTH)
         return
     r = base + t
     while r < base + rows:
         if valid[r] != 0:
             sd[base + vindex[r]] = np.uint64(ov + (r - row_base) * width)
-            if vindex[r] == 0:
-                first_src[0] = str_src[r]
         r += TPB
-    src = dba_prefixes(p, data, vstart, vend, n, sa, base, sh, first_src)
+    src = dba_prefixes(p, data, vstart, vend, valid, vindex, str_src, n, rows, sa, base, sh, first_src)
     prev = np.int64(0)
     for i in range(n):
         pre = as_i32(sa[base + i])
         dst = np.int64(sd[base + i])
         if dst + width > oend or src + size - pre > data.shape[0] or pre > size:
             break
-        j = np.int64(t)
-        while j < size:
-            if dec:
-                at = size - 1 - j
-            else:
-                at = j
-            if j < pre:
-                b = out8[prev + at]
-            else:
-                b = data[src + j - pre]
-            out8[dst + at] = b
-            if dec and j == 0:
-                ext = np.uint8(0xFF) if b >= 128 else np.uint8(0)
-                for k in range(size, 16):
-                    out8[dst + k] = ext
-            j += TPB
+        dba_value(out8, data, dst, prev, src, pre, size, dec)
+        if dec and t == 0:
+            # thread 0 wrote the value's top byte (its byte 0, big-endian)
+            ext = np.uint8(0xFF) if out8[dst + size - 1] >= 128 else np.uint8(0)
+            for k in range(size, 16):
+                out8[dst + k] = ext
         src += size - pre
         prev = dst
 
@@ -96,7 +82,6 @@ def write_fixed_dba(state, out8) -> None:
     out8 : device array of uint8
         The batch's output.
     """
-    pages = state.pages_d
-    _write_fixed_dba_kernel[page_blocks(pages.shape[0]), TPB, state.stream](
-        state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid, state.vindex, state.lengths,
+    _write_fixed_dba_kernel[page_launch(state)](
+        state.data, state.chunks_d, state.pages_d, state.vstart, state.vend, state.valid, state.vindex, state.lengths,
         state.str_src, state.sa, state.sb, out8)

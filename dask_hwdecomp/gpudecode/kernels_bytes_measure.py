@@ -44,10 +44,11 @@ from .kernels_delta import (
     ENC_RLE_DICTIONARY,
     K_BYTES,
     TPB,
+    block_error,
     block_scan,
     dbp_decode,
     dbp_walk,
-    page_blocks,
+    page_launch,
     set_error,
 )
 from .kernels_walk import THREADS as WALK_THREADS
@@ -83,11 +84,10 @@ def _length_stream(data, pos, end, n):
 def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict_off, dict_len, lengths, str_src, sa, sb,
                   sh, shi):
     t = cuda.threadIdx.x
-    c = pages[p]["chunk"]
-    if not measured_here(pages, chunks, p, c) or pages[p]["error"] != 0:
+    c, n, rows, base = page_rows(pages, p)
+    if not measured_here(pages, chunks, p, c):
         return
     enc = pages[p]["encoding"]
-    n, rows, base = page_rows(pages, p)
     s, e = _body(pages, vstart, vend, p, data)
     # shi: 0 error, 1 bytes start (DELTA), 2 second stream (DELTA_BYTE_ARRAY)
     if t == 0:
@@ -121,8 +121,7 @@ def _measure_page(p, data, chunks, pages, vstart, vend, valid, vindex, idx, dict
             shi[0] = E_DICT_INDEX
     cuda.syncthreads()
     if shi[0] != 0:
-        if t == 0:
-            set_error(pages, p, shi[0])
+        block_error(pages, p, shi[0])
         return
     if enc == ENC_DLBA or enc == ENC_DBA:
         # lengths (DBA: suffix lengths) -> sa, their starts -> sb
@@ -203,11 +202,9 @@ def _dba_lengths_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengt
     kernel); the prefixes are decoded into ``sp``.
     """
     t = cuda.threadIdx.x
-    c = pages[p]["chunk"]
-    if (not measured_here(pages, chunks, p, c) or pages[p]["encoding"] != ENC_DBA
-            or pages[p]["error"] != 0):
+    c, n, rows, base = page_rows(pages, p)
+    if not measured_here(pages, chunks, p, c) or pages[p]["encoding"] != ENC_DBA:
         return
-    n, rows, base = page_rows(pages, p)
     # fixed-length values: every value must have the type's length
     fixed = np.int64(-1)
     if chunks[c]["kind"] != K_BYTES:
@@ -228,8 +225,7 @@ def _dba_lengths_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengt
         i += TPB
     cuda.syncthreads()
     if flag[0] != 0:
-        if t == 0:
-            set_error(pages, p, E_LENGTH)
+        block_error(pages, p, E_LENGTH)
         return
     r = base + t
     while r < base + rows:
@@ -259,18 +255,15 @@ def measure_bytes(state) -> None:
         The batch's device arrays, scratch and stream (the runner's).
     """
     pages = state.pages_d
-    np_ = pages.shape[0]
-    if np_ == 0:
+    if pages.shape[0] == 0:
         return
-    s = state.stream
     sa, sb = state.sa, state.sb
-    walk_kernel[page_blocks(np_), WALK_THREADS, s](state.data, state.chunks_d, pages,
-                                                    state.vstart, state.vend, state.valid, state.lengths,
-                                                    state.dict_off, state.dict_len, sa, sb)
-    _measure_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
-                                 state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
-                                 state.str_src, sa, sb)
+    walk_kernel[page_launch(state, WALK_THREADS)](state.data, state.chunks_d, pages, state.vstart, state.vend,
+                                                  state.valid, state.lengths, state.dict_off, state.dict_len, sa, sb)
+    _measure_kernel[page_launch(state)](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+                                        state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
+                                        state.str_src, sa, sb)
     if state.has_dba:
-        _dba_lengths_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend,
-                                                      state.valid, state.vindex, state.lengths, sa, sb)
+        _dba_lengths_kernel[page_launch(state)](state.data, state.chunks_d, pages, state.vstart, state.vend,
+                                                state.valid, state.vindex, state.lengths, sa, sb)
     sum_pages(state, True)

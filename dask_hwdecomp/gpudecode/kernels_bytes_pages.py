@@ -10,7 +10,8 @@ What the measure (:mod:`.kernels_bytes_measure`), write
   a chunk's offsets and string bytes go in the output
   (:func:`offset_slot`, :func:`string_bytes_at`), a DELTA length's sign
   (:func:`as_i32`), a DELTA_BYTE_ARRAY page's prefix lengths
-  (:func:`dba_prefixes`);
+  (:func:`dba_prefixes`) and the copy of one of its values
+  (:func:`dba_value`);
 - :func:`sum_pages`: each page's string bytes, a block scan of its rows'
   lengths, then each chunk's pages' sums scanned into their bases (one
   thread a chunk). Measure adds each chunk's total to
@@ -38,13 +39,13 @@ from .kernels_delta import (
     TPB,
     block_scan,
     dbp_decode,
-    page_blocks,
+    page_launch,
     set_error,
     thread_blocks,
 )
 
 __all__ = ["I32_MAX", "as_i32", "is_bytes_data", "is_fixed_dba", "measured_here", "page_rows", "offset_slot",
-           "string_bytes_at", "row_length", "dba_prefixes", "sum_pages"]
+           "string_bytes_at", "row_length", "dba_prefixes", "dba_value", "sum_pages"]
 
 I32_MAX = 0x7FFFFFFF
 
@@ -60,28 +61,29 @@ def as_i32(v):
 
 @cuda.jit(device=True, cache=True)
 def is_bytes_data(pages, chunks, p, c):
-    """A data page of a BYTES chunk (Arrow string or binary)."""
-    return pages[p]["kind"] != P_DICTIONARY and chunks[c]["kind"] == K_BYTES
+    """A data page of a BYTES chunk (Arrow string or binary) that no step before failed."""
+    return pages[p]["kind"] != P_DICTIONARY and chunks[c]["kind"] == K_BYTES and pages[p]["error"] == 0
 
 
 @cuda.jit(device=True, cache=True)
 def is_fixed_dba(pages, chunks, p, c):
-    """A DELTA_BYTE_ARRAY page of a FIXED_LEN_BYTE_ARRAY chunk (fixed_size_binary, decimal)."""
+    """A DELTA_BYTE_ARRAY page of a FIXED_LEN_BYTE_ARRAY chunk (fixed_size_binary, decimal) that no step before failed."""
     kind = chunks[c]["kind"]
     return (pages[p]["kind"] != P_DICTIONARY and pages[p]["encoding"] == ENC_DBA
-            and chunks[c]["physical"] == PHYS_FLBA and (kind == K_COPY or kind == K_DECIMAL))
+            and chunks[c]["physical"] == PHYS_FLBA and (kind == K_COPY or kind == K_DECIMAL)
+            and pages[p]["error"] == 0)
 
 
 @cuda.jit(device=True, cache=True)
 def measured_here(pages, chunks, p, c):
-    """Pages whose per-row lengths the measure kernels fill."""
+    """Pages whose per-row lengths the measure kernels fill (and no step before failed)."""
     return is_bytes_data(pages, chunks, p, c) or is_fixed_dba(pages, chunks, p, c)
 
 
 @cuda.jit(device=True, cache=True)
 def page_rows(pages, p):
-    """Page ``p``'s (non-null values, rows, first row in the batch's row space)."""
-    return np.int64(pages[p]["nonnull"]), np.int64(pages[p]["num_values"]), pages[p]["row_start"]
+    """Page ``p``'s (chunk, non-null values, rows, first row in the batch's row space)."""
+    return pages[p]["chunk"], np.int64(pages[p]["nonnull"]), np.int64(pages[p]["num_values"]), pages[p]["row_start"]
 
 
 @cuda.jit(device=True, cache=True)
@@ -111,27 +113,51 @@ def row_length(valid, lengths, base, rows, i):
 
 
 @cuda.jit(device=True, cache=True)
-def dba_prefixes(p, data, vstart, vend, n, sa, base, sh, first_src):
+def dba_prefixes(p, data, vstart, vend, valid, vindex, str_src, n, rows, sa, base, sh, first_src):
     """A DELTA_BYTE_ARRAY page's prefix lengths into ``sa`` (by value); returns its first suffix's start.
 
-    Called by every thread of the page's block, once they have stored that
-    start in ``first_src[0]``; the block is synchronised on return.
+    Called by every thread of the page's block; the row of the page's
+    first value passes its suffix's start (``str_src``, from the measure)
+    through ``first_src[0]``. The block is synchronised on return.
     """
+    r = base + cuda.threadIdx.x
+    while r < base + rows:
+        if valid[r] != 0 and vindex[r] == 0:
+            first_src[0] = str_src[r]
+        r += TPB
     dbp_decode(data, vstart[p], vend[p], n, sa, base, sh)
     cuda.syncthreads()
     return first_src[0]
 
 
 @cuda.jit(device=True, cache=True)
+def dba_value(out8, data, dst, prev, src, pre, ln, reverse):
+    """One DELTA_BYTE_ARRAY value of ``ln`` bytes into ``out8[dst:]``, by every thread of the page's block.
+
+    Its first ``pre`` bytes are the previous value's, at ``out8[prev:]``,
+    the rest its suffix at ``data[src:]``. Thread ``t`` takes bytes
+    ``j = t (mod TPB)``, so the prefix byte it reads is one it wrote.
+    ``reverse``: byte ``j`` goes to ``ln - 1 - j`` (a big-endian value
+    stored little-endian, as the previous value was).
+    """
+    j = np.int64(cuda.threadIdx.x)
+    while j < ln:
+        at = ln - 1 - j if reverse else j
+        if j < pre:
+            out8[dst + at] = out8[prev + at]
+        else:
+            out8[dst + at] = data[src + j - pre]
+        j += TPB
+
+
+@cuda.jit(device=True, cache=True)
 def _page_sum_page(p, chunks, pages, valid, lengths, page_bytes, sh):
     t = cuda.threadIdx.x
-    c = pages[p]["chunk"]
     if t == 0:
         page_bytes[p] = 0
-    if not is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0:
+    c, _n, rows, base = page_rows(pages, p)
+    if not is_bytes_data(pages, chunks, p, c):
         return
-    rows = np.int64(pages[p]["num_values"])
-    base = pages[p]["row_start"]
     total = np.uint64(0)
     tile = np.int64(0)
     while tile < rows:
@@ -187,7 +213,6 @@ def sum_pages(state, measure: bool) -> None:
     """
     pages = state.pages_d
     s = state.stream
-    _page_sum_kernel[page_blocks(pages.shape[0]), TPB, s](state.chunks_d, pages, state.valid, state.lengths,
-                                                          state.page_bytes)
+    _page_sum_kernel[page_launch(state)](state.chunks_d, pages, state.valid, state.lengths, state.page_bytes)
     _chunk_kernel[thread_blocks(state.chunks_d.shape[0]), TPB, s](state.chunks_d, pages, state.page_bytes,
                                                                   state.page_base, measure)

@@ -27,6 +27,7 @@ from .kernels_bytes_flba import write_fixed_dba
 from .kernels_bytes_pages import (
     as_i32,
     dba_prefixes,
+    dba_value,
     is_bytes_data,
     offset_slot,
     page_rows,
@@ -34,7 +35,7 @@ from .kernels_bytes_pages import (
     string_bytes_at,
     sum_pages,
 )
-from .kernels_delta import ENC_DBA, MAX_BLOCKS, TPB, block_scan, out_views, page_blocks
+from .kernels_delta import ENC_DBA, MAX_BLOCKS, TPB, block_scan, out_views, page_launch
 
 __all__ = ["write_bytes"]
 
@@ -49,11 +50,10 @@ _LONG = 32
 @cuda.jit(device=True, cache=True)
 def _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, str_src, page_base, sa, sd, out8, out32, out64, sh, first_src):
     t = cuda.threadIdx.x
-    c = pages[p]["chunk"]
-    if not is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0:
+    c, n, rows, base = page_rows(pages, p)
+    if not is_bytes_data(pages, chunks, p, c):
         return
     enc = pages[p]["encoding"]
-    n, rows, base = page_rows(pages, p)
     row_base = chunks[c]["row_base"]
     crows = chunks[c]["num_rows"]
     width = chunks[c]["width"]
@@ -94,12 +94,7 @@ def _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, st
     # DELTA_BYTE_ARRAY: prefixes again, then the values in order; value
     # i's length is the next value's offset less its own, its suffix
     # follows the previous value's in ``data``.
-    r = base + t
-    while r < base + rows:
-        if valid[r] != 0 and vindex[r] == 0:
-            first_src[0] = str_src[r]
-        r += TPB
-    src = dba_prefixes(p, data, vstart, vend, n, sa, base, sh, first_src)
+    src = dba_prefixes(p, data, vstart, vend, valid, vindex, str_src, n, rows, sa, base, sh, first_src)
     prev = np.int64(0)
     for i in range(n):
         pre = as_i32(sa[base + i])
@@ -110,13 +105,7 @@ def _write_page(p, data, chunks, pages, vstart, vend, valid, vindex, lengths, st
             ln = np.int64(carry) - np.int64(sd[base + i])
         if dst + ln > dend or src + ln - pre > data.shape[0] or pre > ln or ln < 0:
             break
-        j = np.int64(t)
-        while j < ln:
-            if j < pre:
-                out8[dst + j] = out8[prev + j]
-            else:
-                out8[dst + j] = data[src + j - pre]
-            j += TPB
+        dba_value(out8, data, dst, prev, src, pre, ln, False)
         src += ln - pre
         prev = dst
 
@@ -141,7 +130,7 @@ def _copy_source(r, data, chunks, pages, valid, row_page, lengths, str_src, out8
     if p < 0:
         return none
     c = pages[p]["chunk"]
-    if not is_bytes_data(pages, chunks, p, c) or pages[p]["error"] != 0 or pages[p]["encoding"] == ENC_DBA:
+    if not is_bytes_data(pages, chunks, p, c) or pages[p]["encoding"] == ENC_DBA:
         return none
     od, dend = string_bytes_at(chunks, c, out8.shape[0])
     width = chunks[c]["width"]
@@ -239,20 +228,18 @@ def write_bytes(state, out) -> None:
         The batch's output, zeroed, of the placed size.
     """
     pages = state.pages_d
-    np_ = pages.shape[0]
-    if np_ == 0:
+    if pages.shape[0] == 0:
         return
-    s = state.stream
-    # the measure's scratch again: every step before runs on this stream
-    sa, sd = state.sa, state.sb
     sum_pages(state, False)
     o8, _o16, o32, o64 = out_views(out)
-    _write_kernel[page_blocks(np_), TPB, s](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
-                               state.vindex, state.lengths, state.str_src, state.page_base, sa, sd, o8, o32, o64)
+    # sa and sb: the measure's scratch again, every step before runs on this stream
+    _write_kernel[page_launch(state)](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+                                      state.vindex, state.lengths, state.str_src, state.page_base, state.sa, state.sb,
+                                      o8, o32, o64)
     total = state.bytes_rows
     if total:
         blocks = max(1, min((total + _COPY_THREADS - 1) // _COPY_THREADS, 4 if _SIM else MAX_BLOCKS))
-        _copy_kernel[blocks, _COPY_THREADS, s](state.data, state.chunks_d, pages, state.valid, state.row_page,
+        _copy_kernel[blocks, _COPY_THREADS, state.stream](state.data, state.chunks_d, pages, state.valid, state.row_page,
                                                state.lengths, state.str_src, o8, o32, o64, state.bytes_at,
                                                state.bytes_row)
     if state.has_dba:

@@ -30,7 +30,7 @@ from .cuda_jit import cuda
 from .tables import Encoding, OutKind, PageError, PageKind, Physical
 
 __all__ = ["measure_delta", "write_delta", "TPB", "dbp_walk", "dbp_decode", "block_scan", "set_error",
-           "thread_blocks", "page_blocks"]
+           "block_error", "thread_blocks", "page_blocks", "page_launch"]
 
 # Threads a block (a power of two): few under the simulator, which runs a
 # Python thread each and polls them all at every barrier.
@@ -71,6 +71,13 @@ def set_error(pages, p, code):
     """Record ``code`` as page ``p``'s error unless one is there already."""
     if pages[p]["error"] == 0:
         pages[p]["error"] = code
+
+
+@cuda.jit(device=True, cache=True)
+def block_error(pages, p, code):
+    """:func:`set_error` by thread 0 of the page's block only, where every thread found the same error."""
+    if cuda.threadIdx.x == 0:
+        set_error(pages, p, code)
 
 
 @cuda.jit(device=True, cache=True)
@@ -360,6 +367,11 @@ def page_blocks(n: int) -> int:
     return max(1, min(n, MAX_BLOCKS))
 
 
+def page_launch(state, threads: int = TPB) -> tuple:
+    """``kernel[page_launch(state)]``: one block of ``threads`` a page of ``state``'s batch, on its stream."""
+    return page_blocks(state.pages_d.shape[0]), threads, state.stream
+
+
 def measure_delta(state) -> None:
     """Check the DELTA_BINARY_PACKED pages of integer chunks: headers, blocks, counts.
 
@@ -392,6 +404,6 @@ def write_delta(state, out) -> None:
         return
     scratch = state.sa  # the state's per-row scratch: the byte-array steps before it ran on this stream
     o8, o16, o32, o64 = out_views(out)
-    _write_delta_kernel[page_blocks(pages.shape[0]), TPB, state.stream](
+    _write_delta_kernel[page_launch(state)](
         state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid, state.vindex, scratch,
         o8, o16, o32, o64)

@@ -235,53 +235,50 @@ def _chunk_of(byte_base, b):
 
 
 @cuda.jit(device=True, cache=True)
-def _bitmap_byte(chunks, c, j, start, out, valid):
-    """Byte ``j`` of chunk ``c``'s bitmap at ``start`` in ``out``: (destination, first row, rows left).
+def _bitmap_byte(chunks, byte_base, b, values, out, valid):
+    """Slot ``b`` of the batch's bitmap bytes: (destination in ``out``, first row, rows in the byte).
 
-    The destination is -1 where the byte or its rows fall outside ``out``
-    or ``valid``.
+    ``values``: the values bitmap of a BOOL chunk (at ``out_values``); else
+    the validity bitmap of a nullable chunk (at ``out_valid``). The
+    destination is -1 where slot ``b``'s chunk has no such bitmap, or the
+    byte or its rows fall outside ``out`` or ``valid``.
     """
-    dst = start + j
+    c = _chunk_of(byte_base, b)
+    j = b - byte_base[c]
+    if values:
+        has = chunks[c]["kind"] == _BOOL
+        dst = chunks[c]["out_values"] + j
+    else:
+        has = chunks[c]["max_def"] != 0
+        dst = chunks[c]["out_valid"] + j
     r0 = chunks[c]["row_base"] + 8 * j
-    left = chunks[c]["num_rows"] - 8 * j
-    if dst < 0 or dst >= out.shape[0]:
+    n = min(chunks[c]["num_rows"] - 8 * j, 8)
+    if not has or dst < 0 or dst >= out.shape[0] or r0 < 0 or r0 + n > valid.shape[0]:
         dst = -1
-    elif r0 < 0 or r0 + min(left, 8) > valid.shape[0]:
-        dst = -1
-    return dst, r0, left
+    return dst, r0, n
 
 
 @cuda.jit(cache=True)
 def validity_kernel(chunks, byte_base, valid, out):
-    total = byte_base[byte_base.shape[0] - 1]
-    for b in range(cuda.grid(1), total, cuda.gridsize(1)):
-        c = _chunk_of(byte_base, b)
-        if chunks[c]["max_def"] == 0:
-            continue
-        dst, r0, left = _bitmap_byte(chunks, c, b - byte_base[c], chunks[c]["out_valid"], out, valid)
-        if dst < 0:
-            continue
-        acc = 0
-        for i in range(8):
-            if i < left and valid[r0 + i] != 0:
-                acc |= 1 << i
-        out[dst] = acc
+    for b in range(cuda.grid(1), byte_base[byte_base.shape[0] - 1], cuda.gridsize(1)):
+        dst, r0, n = _bitmap_byte(chunks, byte_base, b, False, out, valid)
+        if dst >= 0:
+            acc = 0
+            for i in range(n):
+                if valid[r0 + i] != 0:
+                    acc |= 1 << i
+            out[dst] = acc
 
 
 @cuda.jit(cache=True)
 def bool_kernel(data, chunks, pages, byte_base, valid, vindex, row_page, idx, vstart, vend, out):
     total = byte_base[byte_base.shape[0] - 1]
     for b in range(cuda.grid(1), total, cuda.gridsize(1)):
-        c = _chunk_of(byte_base, b)
-        if chunks[c]["kind"] != _BOOL:
-            continue
-        dst, r0, left = _bitmap_byte(chunks, c, b - byte_base[c], chunks[c]["out_values"], out, valid)
+        dst, r0, n = _bitmap_byte(chunks, byte_base, b, True, out, valid)
         if dst < 0:
             continue
         acc = 0
-        for i in range(8):
-            if i >= left:
-                break
+        for i in range(n):
             r = r0 + i
             p = row_page[r]
             if p < 0 or valid[r] == 0 or pages[p]["error"] != 0:

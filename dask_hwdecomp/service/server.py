@@ -42,7 +42,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import BackendUnavailableError
@@ -105,10 +105,11 @@ class _Hosted:
 
 @dataclass
 class _Counters:
+    """What :meth:`Service.stats` reports under these names (sessions count ``refused`` and ``runs``)."""
+
     connections: int = 0
     refused: int = 0
     runs: int = 0
-    failed_runs: int = 0
 
 
 class Service:
@@ -369,8 +370,7 @@ class Service:
         with self._lock:
             out = {"service_pid": os.getpid(), "gpu": self.address.gpu,
                    "clients": sum(1 for c in self._connections if c.key is not None),
-                   "hosted_backends": len(self._hosted), "connections": self.counters.connections,
-                   "refused": self.counters.refused, "runs": self.counters.runs}
+                   "hosted_backends": len(self._hosted), **asdict(self.counters)}
             hosted = [h.backend for h in self._hosted.values()]
             decoder = self._decoder
             maps = [c.segments for c in self._connections]
