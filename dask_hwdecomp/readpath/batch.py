@@ -11,10 +11,13 @@ of its own, handing named records to the next:
 3. :func:`scan_and_lay_out`: the pages walked and every image laid out in one
    destination buffer, with the jobs that fill it (a
    :class:`~dask_hwdecomp.format.fastlayout.BatchLayout`);
-4. :func:`allocate_images`: the destination buffer;
-5. the router: every job, one ``decompress`` per backend;
-6. ``BatchLayout.fill``: headers, stored bytes and footers around the outputs;
-7. :func:`build_images`: one :class:`Image` per piece;
+4. :func:`allocate_images`: the destination buffer, and
+   :func:`build_images`: one :class:`Image` per piece over it;
+5. where the GPU service decodes: the headers and footers written and the
+   decode planned before decompressing (:func:`_plan_before_decompressing`),
+   its chunks' pages left on the device;
+6. the router: every job, one ``decompress`` per backend;
+7. ``BatchLayout.fill``: headers, stored bytes and footers around the outputs;
 8. :func:`decode_columns`: the column chunks the GPU decodes, into each
    image's ``decoded`` (the GPU decoder's seam; pyarrow decodes the rest
    from the image).
