@@ -176,7 +176,8 @@ class Batcher:
         for i, runner in enumerate(self._runners):
             for k, v in runner.stats().items():
                 out[f"stream{i}_{k}"] = v
-            out["device_only_bytes"] += runner.device_only_bytes
+                if k == "device_only_bytes":  # summed over the streams too
+                    out[k] += v
         return out
 
     def close(self) -> None:
