@@ -217,7 +217,7 @@ class StreamRunner:
         # anywhere after its output.
         ran_wrong = any(f.status is None and f.checksum is None for fs in failures for f in fs)
         if getattr(self.launcher, "contains_failures", True) or not ran_wrong:
-            self._hand_over(parts, outcome, outcome.data)
+            self._hand_over(parts, outcome)
             return failures
         for k in outcome.keeps:  # the run may have written over any output
             parts[k.part].keep.release(k.block)
@@ -231,11 +231,11 @@ class StreamRunner:
                           for i in range(len(part.jobs)))
         return failures
 
-    def _hand_over(self, parts: Sequence[Part], outcome: _Outcome, data: int) -> None:
+    def _hand_over(self, parts: Sequence[Part], outcome: _Outcome) -> None:
         """Each kept block to its part's keeper, or back where a job of the part failed.
 
         A part given back gets the copies it skipped (``device_only``) from
-        the arena at ``data``, which still holds the call's outputs.
+        the arena (``outcome.data``), which still holds the call's outputs.
         """
         late = False
         for k in outcome.keeps:
@@ -244,7 +244,7 @@ class StreamRunner:
                 part.keep.release(k.block)
                 dst = address_of(part.dst)
                 for c in k.skipped:
-                    self.ops.dtoh(dst + c.host_offset, data + c.arena_offset, c.nbytes, self.stream)
+                    self.ops.dtoh(dst + c.host_offset, outcome.data + c.arena_offset, c.nbytes, self.stream)
                     late = True
                 continue
             r = part.jobs.rows
@@ -351,8 +351,7 @@ class StreamRunner:
             if not c.nbytes:
                 continue
             held = keeping.get(c.part)
-            only = None if held is None else parts[c.part].keep.device_only
-            pieces = [c] if held is None or only is None or not len(only) else _cut(c, only, held.skipped)
+            pieces = [c] if held is None else _cut(c, parts[c.part].keep.device_only, held.skipped)
             self.device_only_bytes += c.nbytes - sum(piece.nbytes for piece in pieces)
             for piece in pieces:
                 ops.dtoh(dst_addr[c.part] + piece.host_offset, data + piece.arena_offset, piece.nbytes, stream)

@@ -67,8 +67,7 @@ class KeptRuns:
             A range lies outside, or the ranges are not sorted and disjoint.
         """
         r = np.asarray(self.device_only, np.int64).reshape(-1, 2)
-        if len(r) and ((r[:, 0] < 0) | (r[:, 1] < r[:, 0]) | (r[:, 1] > nbytes)
-                       | np.r_[False, r[1:, 0] < r[:-1, 1]]).any():
+        if not wire.ranges_fit(r, nbytes):
             raise ValueError(f"device-only ranges that are not sorted, disjoint ranges of {nbytes} bytes")
         return r
 

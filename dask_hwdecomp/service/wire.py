@@ -36,7 +36,7 @@ from ..jobs import ALGOS, JOB_FIELDS, Job, JobTable, as_table
 
 __all__ = [
     "WireError", "FrameError", "Message", "send", "receive", "pack_jobs", "pack_protect", "unpack_jobs",
-    "pack_device_only", "unpack_device_only", "JOB_FIELDS", "MESSAGES",
+    "pack_device_only", "unpack_device_only", "ranges_fit", "JOB_FIELDS", "MESSAGES",
     "Attach", "Share", "Forget", "Run", "Measure", "Write", "Discard", "Drop", "StatsRequest", "Stop",
     "Hello", "Unavailable", "Started", "Done", "Measured", "Corrupt", "Failed", "Stats", "Refused",
     "pack_plan", "unpack_plan", "placements", "unpack_placements", "corrupt_error", "failure_error",
@@ -488,10 +488,16 @@ def unpack_device_only(run: Run, blob: bytes) -> np.ndarray:
     """
     at = 8 * (run.njobs * len(JOB_FIELDS) + 2 * run.nprotect)
     ranges = np.frombuffer(blob, dtype=np.int64, count=2 * run.ndevice, offset=at).reshape(-1, 2)
-    if len(ranges) and ((ranges[:, 0] < 0) | (ranges[:, 1] < ranges[:, 0]) | (ranges[:, 1] > run.dst_nbytes)
-                        | np.r_[False, ranges[1:, 0] < ranges[:-1, 1]]).any():
+    if not ranges_fit(ranges, run.dst_nbytes):
         raise WireError("the device-only ranges are not sorted, disjoint ranges of the destination buffer")
     return ranges
+
+
+def ranges_fit(ranges: np.ndarray, nbytes: int) -> bool:
+    """Whether (start, end) int64 rows are sorted, disjoint ranges of a buffer of ``nbytes``."""
+    r = np.asarray(ranges, np.int64).reshape(-1, 2)
+    return not (len(r) and ((r[:, 0] < 0) | (r[:, 1] < r[:, 0]) | (r[:, 1] > nbytes)
+                            | np.r_[False, r[1:, 0] < r[:-1, 1]]).any())
 
 
 # -- decode plans and their placement ------------------------------------------
