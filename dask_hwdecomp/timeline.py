@@ -3,7 +3,9 @@
 With ``HWDECOMP_TIMELINE=<directory>`` set in a process's environment, the
 spans recorded here (:func:`span`, :func:`record`) are written as JSON lines
 to ``<directory>/timeline-<pid>.jsonl``: one object per span, ``{"k": kind,
-"t0": start, "t1": end, "th": thread name, ...fields}``. Times are
+"t0": start, "t1": end, "th": thread name, ...fields}``; a :func:`span` also
+has ``cpu_s``, the CPU seconds its thread spent inside it (wall time past
+that was spent waiting: for the GIL, a lock, the GPU or the network). Times are
 ``time.perf_counter()``, which on Linux is the system's monotonic clock, so
 spans of several processes of one machine (the GPU service and its
 readers) share one time axis.
@@ -108,12 +110,12 @@ def record(kind: str, t0: float, t1: float, **fields: Any) -> None:
 
 @contextlib.contextmanager
 def _span(writer: _Writer, kind: str, fields: dict) -> Iterator[dict]:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     try:
         yield fields
     finally:
         writer.add({"k": kind, "t0": t0, "t1": time.perf_counter(), "th": threading.current_thread().name,
-                    **fields})
+                    "cpu_s": time.thread_time() - c0, **fields})
 
 
 # Unset: one shared no-op; what a caller writes into its dictionary is dropped.

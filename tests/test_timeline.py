@@ -110,3 +110,21 @@ def test_spans_are_written_only_while_the_variable_is_set(tmp_path, monkeypatch)
     spans = tl.load(tmp_path)
     assert [(s["k"], s["nbytes"], s["extra"]) for s in spans] == [("kept", 3, 1)]
     assert spans[0]["t1"] >= spans[0]["t0"] and not timeline.enabled()
+
+
+def test_a_span_counts_its_threads_cpu_seconds_apart_from_its_waits(tmp_path, monkeypatch):
+    from dask_hwdecomp import timeline
+
+    monkeypatch.setenv(timeline.ENV, str(tmp_path))
+    with timeline.span("waits"):
+        time.sleep(0.2)
+    with timeline.span("works"):
+        end = time.thread_time() + 0.1
+        while time.thread_time() < end:
+            pass
+    timeline.flush()
+    spans = {s["k"]: s for s in tl.load(tmp_path)}
+    waits, works = spans["waits"], spans["works"]
+    assert waits["t1"] - waits["t0"] >= 0.2 and waits["cpu_s"] < 0.05
+    assert works["cpu_s"] >= 0.1
+    assert "cpu_s" in tl.summarize(list(spans.values()), tl.Window("w", waits["t0"], works["t1"]))["works"]["fields_s"]
