@@ -10,7 +10,8 @@
 # Put tests first: run after profiles in the same call, the GPU suite failed corpus tests that pass on a fresh
 # machine (2026-12-04, 25 of 38; the cause is not known).
 # Carry .whl (shared/tools/device-wheels.sh) and .devcarry (py-spy's wheel in .devcarry/pyspy for spy and idle).
-# Environment: PROF_S (seconds a profile may take, default 110), DATASETS, VARIANTS, REPEATS, SPY_S.
+# Environment: PROF_S (seconds a profile may take, default 110), DATASETS, CODECS (snappy), CLUSTER (4x4),
+# VARIANTS, REPEATS, SPY_S.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl $(ls .devcarry/pyspy/*.whl 2>/dev/null) >/dev/null 2>&1 || exit 1
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -33,7 +34,7 @@ for what in "$@"; do
   case $what in tree-*) src=$root/.devcarry/${what#tree-} ;; esac
   runners=1; [ $what = after2 ] && runners=2; k=$((k+1))
   (cd $src && HWDECOMP_DECODE_RUNNERS=$runners PYTHONPATH=/tmp/site:$src timeout ${PROF_S:-110} python3 $root/benchmarks/profile_timeline.py /tmp/prof-$what --data /tmp/bdata \
-    --size 3GB --files 32 --datasets ${DATASETS:-lineitem,entropy} --codecs snappy --cluster 4x4 --repeats ${REPEATS:-2} \
+    --size 3GB --files 32 --datasets ${DATASETS:-lineitem,entropy} --codecs ${CODECS:-snappy} --cluster ${CLUSTER:-4x4} --repeats ${REPEATS:-2} \
     --variants ${VARIANTS:-pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto} > $OUT/profile-$what$k.log 2>&1; mkdir -p /tmp/gantts; cp /tmp/prof-$what/gantt-*-decode-auto-*.png /tmp/gantts/ 2>/dev/null; for g in /tmp/gantts/gantt-*-decode-auto-?.png; do mv $g ${g%.png}-$what$k.png; done) &
   prof=$!
   if [ $what = spy ] || [ $what = idle ]; then
