@@ -6,6 +6,8 @@
 #            tree in .devcarry/before (e.g. `git archive main dask_hwdecomp | tar -x -C .devcarry/before`)
 #   after    the same of this tree; after2: with two decoder runners
 #   tree-NAME  the same of the tree in .devcarry/NAME (several versions side by side in one call)
+#   pinned   50 GPU-decoded reads of lineitem at scale, each held until the next: the service's pinned bytes
+#            against the readers' pools (benchmarks/pinned_loop.py; READS, PIN_S)
 #   spy      this tree's again, py-spy sampling the service's GIL; idle: every thread, idle ones too
 # Put tests first: run after profiles in the same call, the GPU suite failed corpus tests that pass on a fresh
 # machine (2026-12-04, 25 of 38; the cause is not known).
@@ -22,6 +24,12 @@ for what in "$@"; do
     PYTHONPATH=/tmp/site:$root timeout ${T1:-230} python3 -m pytest -v -p no:cacheprovider -rfEs --timeout 150 ${GPU_TESTS:-tests/gpu} > $OUT/gpu-tests.log 2>&1
     echo "gpu tests rc=$? passed $(n PASSED $OUT/gpu-tests.log) failed $(n FAILED $OUT/gpu-tests.log) error $(n ERROR $OUT/gpu-tests.log) skipped $(n SKIPPED $OUT/gpu-tests.log)"
     grep -E "^(FAILED|ERROR)|SKIPPED \[" $OUT/gpu-tests.log | cut -c1-300 | head -20; tail -1 $OUT/gpu-tests.log
+    continue
+  fi
+  if [ $what = pinned ]; then
+    PYTHONPATH=/tmp/site:$root timeout ${PIN_S:-150} python3 benchmarks/pinned_loop.py /tmp/pinned --data /tmp/bdata \
+      --reads ${READS:-50} > $OUT/pinned.log 2>&1
+    echo "pinned rc=$?"; grep -v Warning $OUT/pinned.log | tail -4
     continue
   fi
   if [ $what = kernels ]; then
