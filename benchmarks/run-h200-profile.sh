@@ -55,4 +55,5 @@ for what in "$@"; do
   wait
 done
 [ -f $OUT/spy.log ] && tail -2 $OUT/spy.log
+for f in $OUT/spy-service-*.txt; do [ -f $f ] && python3 benchmarks/spy_summary.py $f > ${f%.txt}-summary.log; done
 [ -d /tmp/gantts ] && tar czf $OUT/gantts.tgz -C /tmp gantts; ls $OUT
