@@ -187,10 +187,21 @@ def _close(client, cluster) -> None:
     try:
         with _step("stopping the cluster"):
             if client is not None:
+                _quiet_workers(client)
                 client.close()
             cluster.close()
     finally:
         nanny.setLevel(level)
+
+
+def _quiet_workers(client) -> None:
+    """Keep the workers' failed heartbeats as the scheduler goes out of the output (best effort)."""
+    from .workerlog import quiet_heartbeat_failures
+
+    try:
+        client.run(quiet_heartbeat_failures)
+    except Exception:  # a worker already gone has nothing left to log
+        pass
 
 
 def _demo(path: str, options: dict, args, scratch: Path) -> DemoResult:

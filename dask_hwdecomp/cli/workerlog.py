@@ -7,6 +7,12 @@ exception itself, as one line for broken input or with its traceback for a
 bug, so the log block only repeats it in a form a user cannot act on. Only
 that record is dropped, and only in the demo's own workers: every other
 warning and error of distributed still reaches the terminal.
+
+When the demo stops its cluster, a worker whose heartbeat was on its way
+as the scheduler closed logs "Failed to communicate with scheduler during
+heartbeat" with a traceback (seen on a loaded 2-core machine): the demo
+says it is stopping the cluster, so :func:`quiet_heartbeat_failures`, run
+on every worker just before, drops that record from then on.
 """
 
 from __future__ import annotations
@@ -15,17 +21,28 @@ import logging
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-__all__ = ["QuietTaskFailures"]
+__all__ = ["QuietTaskFailures", "quiet_heartbeat_failures"]
 
 # distributed's logger and message: tests/test_cli.py runs the demo on a
 # corrupt file, so a distributed that words it otherwise fails there.
 _LOGGER = "distributed.worker"
 _MESSAGE = "Compute Failed"
+_HEARTBEAT = "Failed to communicate with scheduler during heartbeat"
 
 
 class _DropTaskFailures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith(_MESSAGE)
+
+
+class _DropHeartbeatFailures(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_HEARTBEAT)
+
+
+def quiet_heartbeat_failures() -> None:
+    """Drop a failed heartbeat's record from this worker's log (run on the workers as the demo stops them)."""
+    logging.getLogger(_LOGGER).addFilter(_DropHeartbeatFailures())
 
 
 class QuietTaskFailures(WorkerPlugin):
