@@ -9,8 +9,7 @@ A read whose outputs press the shared pool copies each of them (about
 on the task's thread (``decode_output_copy`` in the timeline). On the
 H100 host of 2026-12-05 such a copy took about 45 ms of CPU, on an idle
 2-core development machine about 9 ms: this times the same copy, from a
-populated memfd segment
-as the reader's pool makes them, into
+populated memfd segment as the reader's pool makes them, into
 
 - ``numpy``: a fresh ``np.empty`` (what the read does), every page
   faulted on the copy;
