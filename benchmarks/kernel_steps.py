@@ -69,11 +69,10 @@ def _pieces(address: int, nbytes: int, piece: int) -> np.ndarray:
 
 
 def main(argv=None) -> int:
+    from dask_hwdecomp.bench.scale import add_scale_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("out", type=Path)
-    p.add_argument("--data", type=Path, default=None, help="dataset root (default OUT/data)")
-    p.add_argument("--size", default="3GB")
-    p.add_argument("--files", type=int, default=32)
+    add_scale_arguments(p)
     p.add_argument("--datasets", default="lineitem,entropy")
     p.add_argument("--codecs", default="snappy", help="written beside the uncompressed copy (the profile's data, reused)")
     p.add_argument("--merge", default="1,4,16", help="files per merged batch, comma-separated")
@@ -88,9 +87,9 @@ def main(argv=None) -> int:
     from dask_hwdecomp.bench.data import generate
     from dask_hwdecomp.bench.gpudecode import arrow_output_bytes
     from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpudecode.gather import copy_pieces
     from dask_hwdecomp.gpudecode.merge import PlanRecords, merge_plans, place_members
     from dask_hwdecomp.gpudecode.plan import plan_file
-    from dask_hwdecomp.gpudecode.gather import copy_pieces
     from dask_hwdecomp.gpudecode.runner import measure, write
     from dask_hwdecomp.gpudecode.uploads import device_address
 

@@ -35,11 +35,10 @@ from pathlib import Path
 
 
 def main(argv=None) -> int:
+    from dask_hwdecomp.bench.scale import add_scale_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("out", type=Path)
-    p.add_argument("--data", type=Path, default=None, help="dataset root (default OUT/data)")
-    p.add_argument("--size", default="3GB")
-    p.add_argument("--files", type=int, default=32)
+    add_scale_arguments(p)
     p.add_argument("--datasets", default="lineitem,entropy")
     p.add_argument("--codecs", default="snappy")
     p.add_argument("--cluster", default="4x4")

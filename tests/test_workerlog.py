@@ -27,5 +27,5 @@ def test_a_failed_heartbeat_as_the_demo_stops_is_dropped_and_other_errors_stay(c
         assert _logged(caplog, logger, "Compute Failed: something else")
         assert _logged(caplog, logger, "a worker error the user must see")
     finally:
-        for f in [f for f in logger.filters if isinstance(f, workerlog._DropHeartbeatFailures)]:
+        for f in [f for f in logger.filters if isinstance(f, workerlog._DropRecords) and f.prefix == workerlog._HEARTBEAT]:
             logger.removeFilter(f)

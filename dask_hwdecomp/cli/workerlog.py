@@ -30,19 +30,20 @@ _MESSAGE = "Compute Failed"
 _HEARTBEAT = "Failed to communicate with scheduler during heartbeat"
 
 
-class _DropTaskFailures(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_MESSAGE)
+class _DropRecords(logging.Filter):
+    """Drops the records whose message starts with ``prefix``."""
 
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
 
-class _DropHeartbeatFailures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_HEARTBEAT)
+        return not str(record.msg).startswith(self.prefix)
 
 
 def quiet_heartbeat_failures() -> None:
     """Drop a failed heartbeat's record from this worker's log (run on the workers as the demo stops them)."""
-    logging.getLogger(_LOGGER).addFilter(_DropHeartbeatFailures())
+    logging.getLogger(_LOGGER).addFilter(_DropRecords(_HEARTBEAT))
 
 
 class QuietTaskFailures(WorkerPlugin):
@@ -51,7 +52,7 @@ class QuietTaskFailures(WorkerPlugin):
     name = "hwdecomp-demo-quiet-task-failures"
 
     def setup(self, worker) -> None:
-        self._filter = _DropTaskFailures()
+        self._filter = _DropRecords(_MESSAGE)
         logging.getLogger(_LOGGER).addFilter(self._filter)
 
     def teardown(self, worker) -> None:
