@@ -10,6 +10,7 @@
 #   mut-nvcomp  1,500 mutated files through backend="nvcomp" (0 wrong, 0 crash,
 #               0 over 5 s)
 #   mut-decode  the same with decode="gpu"
+# MUT_WORKERS (4) harnesses share the service; MUT_SECONDS (420) stops starting cases.
 # e.g. STEPS=tests,faults bash benchmarks/run-h200-faults.sh, then
 #      STEPS=mut-nvcomp,mut-decode bash benchmarks/run-h200-faults.sh
 # Wheels: the dependencies as wheels in .whl/, carried with the tree.
@@ -31,10 +32,10 @@ for step in $(echo "${STEPS:-tests,faults,mut-nvcomp,mut-decode}" | tr , ' '); d
       timeout "${FAULTS_S:-500}" python3 benchmarks/faults_h200.py --out "$OUT/faults" \
         > "$OUT/faults.log" 2>&1 ;;
     mut-nvcomp)
-      timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --cases 1500 --workers 4 --seconds 420 \
+      timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --cases 1500 --workers "${MUT_WORKERS:-4}" --seconds "${MUT_SECONDS:-420}" \
         --timeout 5 --gpu-timeout 60 --out "$OUT/mut-nvcomp" > "$OUT/mut-nvcomp.log" 2>&1 ;;
     mut-decode)
-      timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --cases 1500 --workers 4 --seconds 420 \
+      timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --cases 1500 --workers "${MUT_WORKERS:-4}" --seconds "${MUT_SECONDS:-420}" \
         --timeout 5 --gpu-timeout 60 --decode gpu --out "$OUT/mut-decode" > "$OUT/mut-decode.log" 2>&1 ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
