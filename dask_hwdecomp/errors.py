@@ -32,6 +32,7 @@ import pyarrow as pa
 __all__ = [
     "HwdecompError",
     "ServiceUnreachable",
+    "GpuBatchFailedError",
     "CorruptFileError",
     "CorruptMetadataError",
     "CorruptPageError",
@@ -152,6 +153,22 @@ class ServiceUnreachable(BackendUnavailableError):
 
     Here, below every layer, because the router that falls back and the
     service client that raises it are on different floors.
+    """
+
+
+class GpuBatchFailedError(HwdecompError):
+    """The GPU service failed twice on a batch whose every page the CPU decodes.
+
+    The batch was innocent, or the GPU fails on pages the CPU reads: it
+    died, hung or failed a call as a whole (another reader's corrupt page
+    sharing the GPU or the call), and again on a fresh service. The CPU's
+    output of every page is already in the destination; the router keeps
+    it, logs a warning and lists the reason in the read's report
+    (``ReadReport.retries``). The GPU's own error, if it gave one, is
+    chained as ``__cause__``.
+
+    Here, below every layer, because the router that keeps the CPU's
+    output and the service client that raises it are on different floors.
     """
 
 

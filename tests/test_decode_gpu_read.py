@@ -247,12 +247,14 @@ def test_pages_the_gpu_decodes_stay_on_the_device(standin_service, tmp_path, mon
     assert 0.5 * outputs < held <= outputs
 
 
+@pytest.mark.parametrize("decode", ["auto", "gpu"])
 def test_where_the_gpu_decode_fails_the_pages_left_on_the_device_are_decompressed_on_the_host(
-        standin_service, tmp_path, monkeypatch):
+        standin_service, tmp_path, monkeypatch, decode):
+    """A lost decode (maybe another reader's page took the service down) is pyarrow's, with decode="gpu" too."""
     from dask_hwdecomp.service import decoding
 
     path = _write(tmp_path) + "/part1.parquet"
-    read_table(path, backend="auto", decode="auto")
+    read_table(path, backend="auto", decode=decode)
     _scribbled_images(monkeypatch)
 
     def lost(*args, **kwargs):
@@ -261,7 +263,7 @@ def test_where_the_gpu_decode_fails_the_pages_left_on_the_device_are_decompresse
     monkeypatch.setattr(decoding, "_decode_once", lost)
     before = _copied_back(standin_service)
     report = ReadReport()
-    got = read_table(path, backend="auto", decode="auto", report=report)
+    got = read_table(path, backend="auto", decode=decode, report=report)
     assert _copied_back(standin_service) > before  # the pages were left on the device ...
     assert got.equals(pq.read_table(path))  # ... and pyarrow read them decompressed on the host
     assert {w for (_, w, _) in report.columns} == {"pyarrow"}

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError
+from dask_hwdecomp.errors import BackendUnavailableError, CorruptPageError, GpuBatchFailedError
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options, current_options
 from dask_hwdecomp.report import ReadReport
@@ -181,19 +181,26 @@ def test_service_killed_mid_batch_fails_fast_and_innocent_batch_is_retried(open_
         assert_outputs(results["good"], good[0], good[3])
 
 
-def test_service_broken_device_fails_batch_the_cpu_decodes_and_cpu_retry_redoes_it(open_service):
+def test_service_broken_device_fails_batch_the_cpu_decodes_and_its_cpu_output_stands(open_service, caplog):
     with open_service("standin_broken_device") as b:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000] * 10, seed=4)
-        with pytest.raises(CorruptPageError, match="twice .* the CPU decodes every page"):
-            run_batch(b, jobs, src, dst_len)
-        router = Router.over(OPTS.replace(cpu_retry=True), {a: [b] for a in ENGINE_ALGOS})
+        with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
+            s.view[:] = src
+            d.view[:] = b"\xee" * dst_len
+            with pytest.raises(GpuBatchFailedError, match="the CPU decodes every page; sent again.*CPU's output"):
+                b.decompress(jobs, s.view, d.view)
+            assert_outputs(bytes(d.view), jobs, expected)  # the client's CPU pass wrote them
+        assert b.stats()["cpu_kept"] == 1
+        # The router keeps the CPU's output without cpu_retry, says so in the report and the log.
+        router = Router.over(OPTS, {a: [b] for a in ENGINE_ALGOS})
         report = ReadReport()
         dst = bytearray(dst_len)
-        with b.host_buffer(len(src)) as s:
+        with b.host_buffer(len(src)) as s, caplog.at_level("WARNING", logger="dask_hwdecomp"):
             s.view[:] = src
             router.run(jobs, s.view, memoryview(dst), report)
         assert_outputs(bytes(dst), jobs, expected)
-        assert len(report.retries) == 1 and "CPU decodes" in report.retries[0]
+        assert len(report.retries) == 1 and "the CPU's output is used" in report.retries[0]
+        assert any("decompressed on the CPU" in r.getMessage() for r in caplog.records)
 
 
 def test_service_that_cannot_create_its_backend_says_why(open_service):
@@ -316,15 +323,22 @@ def test_service_read_path_fetches_into_shared_memory(standin, tmp_path, matrix_
 
 
 
-def test_service_batch_error_on_pages_the_cpu_decodes_is_raised_as_it_was(open_service):
+def test_service_batch_error_on_pages_the_cpu_decodes_keeps_the_cpu_output_with_the_gpu_error(open_service):
     from dask_hwdecomp.gpu.errors import CudaError
 
     with open_service("standin_illegal_address_every_call") as b:
         pid = b.pid
-        jobs, src, dst_len, _ = make_batch(ENGINE_ALGOS, [3000] * 4, seed=12)
-        with pytest.raises(CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS.*the CPU decodes every page") as err:
-            run_batch(b, jobs, src, dst_len)
-        assert err.value.code == 700
+        jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [3000] * 4, seed=12)
+        with pytest.raises(GpuBatchFailedError, match="CUDA_ERROR_ILLEGAL_ADDRESS.*the CPU decodes every page") as err:
+            out = bytearray(dst_len)
+            with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
+                s.view[:] = src
+                try:
+                    b.decompress(jobs, s.view, d.view)
+                finally:
+                    out[:] = d.view
+        assert isinstance(err.value.__cause__, CudaError) and err.value.__cause__.code == 700
+        assert_outputs(bytes(out), jobs, expected)
         # Sent once more to a fresh service (the pages decode on the CPU), which fails too.
         assert b.stats()["restarts"] == 2 and b.pid != pid
 

@@ -75,9 +75,10 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, 
         A page the GPU decoder found invalid, named.
     BackendUnavailableError
         ``decode="gpu"`` and the service cannot run the GPU decoder.
-    DecoderLost
-        ``decode="gpu"`` and the service was lost during the decode (with
-        ``"auto"``, pyarrow decodes those columns and the report says why).
+
+    A decode lost with its service (:class:`DecoderLost`: it died, hung or
+    failed, maybe for another reader's page) is decoded by pyarrow, with
+    ``decode="gpu"`` too: the report says why and a warning is logged.
     """
     if not images:
         return
@@ -89,7 +90,7 @@ def decode_on_gpu(images: list[Image], dst: memoryview, backend: ServiceClient, 
     try:
         out = backend.decode(plan, dst, kept)
     except (BackendUnavailableError, DecoderLost) as exc:
-        if options.decode == "gpu":
+        if options.decode == "gpu" and isinstance(exc, BackendUnavailableError):
             raise
         reason = exc.reason if isinstance(exc, BackendUnavailableError) else f"{LOST}: {exc.reason}"
         logger.warning("decoding on the CPU: %s", reason)

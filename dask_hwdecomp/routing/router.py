@@ -14,6 +14,7 @@ here raises.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,12 +23,20 @@ import numpy as np
 
 from ..backend_table import GPU_BACKENDS
 from ..decompress.cpu import decompress_one
-from ..errors import BackendUnavailableError, ChecksumError, CorruptPageError, ServiceUnreachable
+from ..errors import (
+    BackendUnavailableError,
+    ChecksumError,
+    CorruptPageError,
+    GpuBatchFailedError,
+    ServiceUnreachable,
+)
 from ..format.structs import CODEC_NAMES
 from ..jobs import ALGOS, Algo, Job, JobTable, as_table
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry
+
+logger = logging.getLogger("dask_hwdecomp")
 
 __all__ = ["ROUTES", "Router", "PYARROW_NO_GPU", "pyarrow_reads", "pyarrow_routes"]
 
@@ -247,6 +256,10 @@ class Router:
                     decompress_one(job, src, dst)
                 _account(report, "cpu", group, time.perf_counter() - t0)
                 continue
+            except GpuBatchFailedError as exc:
+                # The GPU failed twice on pages the CPU decodes; the CPU's output is in dst.
+                logger.warning("decompressed on the CPU: %s", exc)
+                report.retries.append(str(exc))
             except CorruptPageError as exc:
                 # A checksum that fails is the data's fault, not the GPU's:
                 # the CPU would find the same bytes.

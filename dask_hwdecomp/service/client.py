@@ -30,9 +30,10 @@ Failures, and what the caller sees:
   ``CorruptPageError`` names it and says the GPU service failed on this
   batch. If every page decodes, the batch is retried once on a fresh
   service (it was innocent: it only shared the GPU, or a call, with the
-  bad one); failing again raises ``CorruptPageError`` saying the GPU failed
-  on a batch the CPU decodes, which the router redoes on the CPU only with
-  ``cpu_retry``, or, for a batch-level error, that error as it was;
+  bad one); failing again, the CPU's output stands and
+  :class:`~dask_hwdecomp.errors.GpuBatchFailedError` says so, which the
+  router keeps, reports and logs (an innocent reader never fails for
+  another's page, however often the service is lost under it);
 * no service can be reached or started: :class:`~dask_hwdecomp.service.rundir.ServiceUnreachable`,
   on which the router of ``backend="auto"`` reads on the CPU and the report
   says so.
@@ -57,10 +58,9 @@ from ..backend_table import BACKEND_MODULES
 from ..decompress.cpu import decompress_one
 from ..errors import (
     CorruptPageError,
+    GpuBatchFailedError,
     HwdecompError,
-    PageLocation,
 )
-from ..gpu.errors import CudaError
 from ..jobs import ALGOS, Job, JobTable, as_table
 from ..options import Options
 from . import wire
@@ -180,6 +180,7 @@ class ServiceClient:
         self.restarts = 0
         self.recoveries = 0
         self.retried = 0  # batches the CPU decodes, redone on a fresh service after a loss
+        self.cpu_kept = 0  # of those, batches that failed there too: the CPU's output stands
         self.timeouts = 0  # services this backend killed: a request of its own was overdue
         self.foreign_copies = 0
         self._lock = threading.Lock()
@@ -277,12 +278,11 @@ class ServiceClient:
         Raises
         ------
         CorruptPageError
-            A page failed (named), or the GPU service died or hung twice on
-            a batch the CPU decodes (see the module docstring).
-        CudaError, NvcompError
-            The batch failed as a whole on the service and again on a fresh
-            one, and the CPU decodes every page (a GPU that fails whatever
-            it is given).
+            A page failed (named).
+        GpuBatchFailedError
+            The GPU service was lost or failed the batch twice, and the CPU
+            decodes every page: the CPU's output is in ``dst`` (see the
+            module docstring).
         ServiceUnreachable
             No service can be reached or started (nothing was decompressed).
         """
@@ -406,7 +406,9 @@ class ServiceClient:
         down with the innocent ones' retries. That holds for a call that
         failed as a whole (a CUDA error: the bad page's illegal address
         fails every task whose pages shared its call) as for a death or a
-        hang; only a batch that fails on the fresh service too raises.
+        hang. A batch that fails on the fresh service too (another bad page
+        took it down again, or the GPU fails on these pages) keeps the
+        CPU's output: :class:`GpuBatchFailedError`.
         """
         reason, exc = failure.reason, failure.error
         self.recoveries += 1
@@ -421,18 +423,13 @@ class ServiceClient:
         if not isinstance(again, _Failure):
             self.retried += 1
             return again
-        if exc is not None:  # the GPU fails on pages the CPU decodes: the GPU's error, as it was
-            message = f"{exc.reason} ({what}; the CPU decodes every page; sent again: {again.reason})"
-            if isinstance(exc, CudaError):
-                raise CudaError(message, code=exc.code, name=exc.name) from None
-            raise type(exc)(message) from None
-        files = {j.location.file for j in jobs if j.location is not None}
-        raise CorruptPageError(
-            f"the {self.label} GPU service failed twice on this batch of {len(jobs)} pages ({reason}; "
-            f"then {again.reason}); the CPU decodes every page of it; the service was restarted "
-            "(set cpu_retry=True to decompress such batches on the CPU)",
-            PageLocation(file=files.pop()) if len(files) == 1 else None,
-        ) from again.error
+        self.cpu_kept += 1
+        # The failed call may have written some outputs back: the CPU's stand.
+        for job in jobs:
+            decompress_one(job, src_v, dst_v)
+        raise GpuBatchFailedError(
+            f"{what}; the CPU decodes every page; sent again, the service {again.reason}: "
+            "the CPU's output is used") from (again.error or exc)
 
     def decode(self, plan, src: memoryview, kept: KeptRuns | None = None) -> DecodeOutput:
         """Decode ``plan``'s column chunks in the service (:func:`~dask_hwdecomp.service.decoding.decode_in_service`).
@@ -458,7 +455,8 @@ class ServiceClient:
         This client's: ``restarts`` (services it attached to again after a
         loss), ``recoveries`` (batches whose service was lost under them),
         ``retried`` (of those, batches the CPU decodes, done again on a fresh
-        service), ``timeouts`` (services it killed: a request of its own was
+        service), ``cpu_kept`` (of those, batches lost there too, whose CPU
+        output stood), ``timeouts`` (services it killed: a request of its own was
         overdue).
 
         Raises
@@ -473,6 +471,7 @@ class ServiceClient:
         out["restarts"] = self.restarts
         out["recoveries"] = self.recoveries
         out["retried"] = self.retried
+        out["cpu_kept"] = self.cpu_kept
         out["timeouts"] = self.timeouts
         out["foreign_copies"] = self.foreign_copies
         out.update(reply.values)
