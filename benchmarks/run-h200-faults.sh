@@ -46,4 +46,6 @@ for step in $(echo "${STEPS:-tests,faults,mut-nvcomp,mut-decode}" | tr , ' '); d
     "$log" | cut -c1-260 | tail -60
 done
 python3 -m dask_hwdecomp service status
+# The services' own logs (a line per start, backend and warm-up, with times): what a restart costs.
+mkdir -p "$OUT/service-logs" && cp /tmp/dask-hwdecomp-*/*.log "$OUT/service-logs/" 2>/dev/null
 exit $status
