@@ -157,15 +157,16 @@ class ServiceUnreachable(BackendUnavailableError):
 
 
 class GpuBatchFailedError(HwdecompError):
-    """The GPU service failed twice on a batch whose every page the CPU decodes.
+    """The GPU service was lost under a batch whose every page the CPU decodes.
 
-    The batch was innocent, or the GPU fails on pages the CPU reads: it
-    died, hung or failed a call as a whole (another reader's corrupt page
-    sharing the GPU or the call), and again on a fresh service. The CPU's
-    output of every page is already in the destination; the router keeps
-    it, logs a warning and lists the reason in the read's report
-    (``ReadReport.retries``). The GPU's own error, if it gave one, is
-    chained as ``__cause__``.
+    The service died, hung or failed the batch's call as a whole: for
+    another reader's corrupt page sharing the GPU or the call, or for a
+    page the GPU fails on and the CPU reads. The CPU's output of every
+    page is in the destination by then (the CPU pass that looked for a bad
+    page wrote it); the router keeps it, logs a warning and lists the
+    reason in the read's report (``ReadReport.retries``), and the batch is
+    decoded by pyarrow rather than wait for a fresh service. The GPU's own
+    error, if it gave one, is chained as ``__cause__``.
 
     Here, below every layer, because the router that keeps the CPU's
     output and the service client that raises it are on different floors.

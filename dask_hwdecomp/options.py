@@ -193,7 +193,8 @@ class Options:
         a second). Past either the service is taken for hung, killed and
         restarted: the batch's bad page is found on the CPU and named in a
         :class:`~dask_hwdecomp.errors.CorruptPageError`, and the other
-        batches it held, every reader's, are sent again to the fresh one.
+        batches it held, every reader's, keep their CPU output (decoded on
+        the CPU to find the bad page), reported.
     decode : {"auto", "gpu", "cpu"}
         Where the uncompressed pages are decoded into Arrow columns.
         ``"auto"`` decodes on the GPU every column chunk the GPU decoder

@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
         print("reading", flush=True)
         summary = read_in_threads(paths, int(threads), int(rounds))
         stats = opened["hardware"].stats()
-    summary.update({k: stats[k] for k in ("restarts", "recoveries", "retried", "timeouts")})
+    summary.update({k: stats[k] for k in ("restarts", "recoveries", "cpu_kept", "retried", "timeouts")})
     summary["segments_left"] = sorted(shared_segments() - before)
     print(json.dumps(summary), flush=True)
     return 0

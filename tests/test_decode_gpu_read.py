@@ -248,6 +248,36 @@ def test_pages_the_gpu_decodes_stay_on_the_device(standin_service, tmp_path, mon
 
 
 @pytest.mark.parametrize("decode", ["auto", "gpu"])
+def test_a_batch_whose_service_was_lost_is_decoded_by_pyarrow_without_waiting_for_a_fresh_one(
+        standin_service, tmp_path, monkeypatch, decode):
+    """The router kept the CPU's output of a group (the service was lost under it): no GPU decode is asked for."""
+    from dask_hwdecomp.routing.router import Router
+    from dask_hwdecomp.service import decoding
+
+    path = _write(tmp_path) + "/part1.parquet"
+    read_table(path, backend="auto", decode=decode)
+    _scribbled_images(monkeypatch)
+    real_run = Router.run
+
+    def run_then_lost(self, *args, **kwargs):
+        assert real_run(self, *args, **kwargs) == []
+        return ["died (for the test)"]  # after the pages were kept on the device, as another group's would be
+
+    def no_decode(*args, **kwargs):
+        raise AssertionError("a decode was sent for a batch whose service was lost")
+
+    monkeypatch.setattr(Router, "run", run_then_lost)
+    monkeypatch.setattr(decoding, "_decode_once", no_decode)
+    before = _copied_back(standin_service)
+    report = ReadReport()
+    got = read_table(path, backend="auto", decode=decode, report=report)
+    assert _copied_back(standin_service) > before  # pages were left on the device ...
+    assert got.equals(pq.read_table(path))  # ... and restored on the host for pyarrow
+    assert {w for (_, w, _) in report.columns} == {"pyarrow"}
+    assert all("lost under this batch" in why and "for the test" in why for (_, _, why) in report.columns)
+
+
+@pytest.mark.parametrize("decode", ["auto", "gpu"])
 def test_where_the_gpu_decode_fails_the_pages_left_on_the_device_are_decompressed_on_the_host(
         standin_service, tmp_path, monkeypatch, decode):
     """A lost decode (maybe another reader's page took the service down) is pyarrow's, with decode="gpu" too."""

@@ -31,6 +31,8 @@ import pytest
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.format.codecs import Algo
 from dask_hwdecomp.options import Options
+from dask_hwdecomp.report import ReadReport
+from dask_hwdecomp.routing.router import Router
 from dask_hwdecomp.service.connection import InFlight, Overdue, ServiceGone, TakenUp
 from dask_hwdecomp.service.deadline import FLOOR_S, GPU_BYTES_PER_S, deadline_s
 from dask_hwdecomp.service.launch import wait_for_exit
@@ -226,7 +228,7 @@ def test_standin_fault_in_a_call_merged_from_8_tasks_is_the_bad_tasks_alone(faul
     # the corrupt page's call holds pages of all 8; it hangs (or the service
     # dies) there. The bad task gets its page named, by its own deadline;
     # the 7 others are released by that kill, not their own deadlines, found
-    # innocent on the CPU and retried once on the fresh service. A call
+    # innocent on the CPU, which keeps their output (reported). A call
     # that fails as a whole reaches the bad task by one of three ways (its
     # own reply, the kill of the task that got one, the service's exit
     # after sending one): each names the CUDA error.
@@ -239,8 +241,13 @@ def test_standin_fault_in_a_call_merged_from_8_tasks_is_the_bad_tasks_alone(faul
     results: dict = {}
 
     def read(key, batch):
-        try:
-            results[key] = run_batch(b, *batch[:3])
+        jobs, src, dst_len = batch[:3]
+        report = ReadReport()
+        try:  # as a read does: the router keeps the CPU's output of an innocent batch
+            with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
+                s.view[:] = src
+                Router.over(OPTS, {a: [b] for a in ENGINE_ALGOS}).run(jobs, s.view, d.view, report)
+                results[key] = (bytes(d.view), report)
         except BaseException as exc:  # inspected below
             results[key] = exc
 
@@ -259,10 +266,13 @@ def test_standin_fault_in_a_call_merged_from_8_tasks_is_the_bad_tasks_alone(faul
     assert bad.location == bad_batch[0][1].location and said in str(bad), str(bad)
     for k, (jobs, _, _, expected) in enumerate(innocents):
         assert not isinstance(results[k], BaseException), results[k]
-        assert_outputs(results[k], jobs, expected)
+        out, report = results[k]
+        assert_outputs(out, jobs, expected)
+        assert len(report.retries) == 1 and "its output is used" in report.retries[0], report.retries
+        assert {b for b, _ in report.by_backend} == {"cpu"}, report.by_backend
     assert [e for e in events(log) if e.startswith("fault")] == [f"fault {2 + 30 * (TASKS - 1)}"]
-    counts = {k: stats[k] for k in ("restarts", "recoveries", "retried", "timeouts")}
-    assert counts == {"restarts": 1, "recoveries": TASKS, "retried": TASKS - 1,
+    counts = {k: stats[k] for k in ("restarts", "recoveries", "cpu_kept", "retried", "timeouts")}
+    assert counts == {"restarts": 1, "recoveries": TASKS, "cpu_kept": TASKS - 1, "retried": 0,
                       "timeouts": 1 if fault == "hangs" else 0}, counts
 
 
@@ -283,8 +293,8 @@ def _files(root: Path) -> list[str]:
 def test_standin_service_sigkilled_under_16_readers_every_read_ends_right(service_dir, tmp_path):
     # 16 readers: 4 threads in each of 2 processes and 8 in this one, over a
     # busy stand-in. The service is SIGKILLed while requests are in it: every
-    # read returns pyarrow's table (retried on the restarted service, or
-    # read on the CPU and the report says why), no reader process dies, and
+    # read returns pyarrow's table (a batch lost under it keeps the CPU's
+    # output, and the report says why), no reader process dies, and
     # no shared segment is left open in any of them.
     paths = _files(tmp_path)
     before = shared_segments()
@@ -313,11 +323,11 @@ def test_standin_service_sigkilled_under_16_readers_every_read_ends_right(servic
                 p.kill()
     assert [p.returncode for p in others] == [0, 0]
     theirs = [json.loads(out.splitlines()[-1]) for out in outs]
-    here.update({k: stats[k] for k in ("restarts", "recoveries", "retried", "timeouts")})
+    here.update({k: stats[k] for k in ("restarts", "recoveries", "cpu_kept", "retried", "timeouts")})
     for summary in (here, *theirs):
         assert (summary["errors"], summary["wrong"], summary["unreported"]) == ([], [], []), summary
         assert summary["reads"] == (8 if summary is here else 4) * 3 * len(paths), summary
-        assert summary["retried"] == summary["recoveries"] and summary["timeouts"] == 0, summary
+        assert summary["cpu_kept"] == summary["recoveries"] and summary["timeouts"] == 0, summary
     assert sum(s["recoveries"] for s in (here, *theirs)) >= 1  # reads were in flight at the kill
     assert here["restarts"] >= 1 and wait_for_exit(killed, 10.0)
     # Nothing left in the service, nothing mapped there that this process freed ...

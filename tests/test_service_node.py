@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import tempfile
 import textwrap
 import threading
@@ -160,12 +161,21 @@ def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, 
     assert caplog.text.count("refused a message") == 11
 
 
+def _until_gone(b, timeout_s: float = 30.0) -> None:
+    """Wait until ``b``'s connection has seen its service go."""
+    deadline = time.monotonic() + timeout_s
+    while b.pid is not None:
+        assert time.monotonic() < deadline, "the connection did not see its service go"
+        time.sleep(0.01)
+
+
 def test_a_killed_service_is_started_again_and_the_next_read_succeeds(service_dir):
     with open_backend("standin", OPTS, service_dir) as b:
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 20, seed=6)
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
         first = b.pid
         os.kill(first, signal.SIGKILL)
+        _until_gone(b)  # killed between batches: the next one goes to a fresh service
         assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
         second = b.pid
         assert second not in (None, first)
@@ -214,6 +224,7 @@ def test_a_service_lost_mid_read_that_cannot_start_again_leaves_the_cpu_to_read(
         jobs, src, dst_len, expected = make_batch(ENGINE_ALGOS, [5000] * 12, seed=8)
         pid = b.pid
         os.kill(pid, signal.SIGKILL)
+        _until_gone(b)
         b.address.socket.unlink(missing_ok=True)
         b.address.socket.mkdir()  # the next service cannot take the socket: it exits at start
         report = ReadReport()

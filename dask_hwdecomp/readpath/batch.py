@@ -20,7 +20,9 @@ of its own, handing named records to the next:
 7. ``BatchLayout.fill``: headers, stored bytes and footers around the outputs;
 8. :func:`decode_columns`: the column chunks the GPU decodes, into each
    image's ``decoded`` (the GPU decoder's seam; pyarrow decodes the rest
-   from the image).
+   from the image); not where the GPU service was lost under the batch's
+   decompression (the router kept the CPU's output): pyarrow decodes it
+   all rather than wait for a fresh service.
 
 The :class:`DecompressedBatch` owns both host buffers and frees them on
 ``close``.
@@ -222,14 +224,25 @@ def decompress_batch(fs, plans: list[PiecePlan], router: Router, options: Option
             if kept is not None:
                 planned = _plan_before_decompressing(images, layout, src, dst, kept, report)
             with report.stage("decompress"):
-                router.run(layout.jobs, src, dst, report)
+                lost = router.run(layout.jobs, src, dst, report)
             with report.stage("scan"):
                 layout.fill(dst, src)
+            restore = None
             if kept is not None and kept.host_lacks:
                 restore = _Restore(layout.jobs, kept.device_only, src, dst)
+            if lost:
+                # The GPU service was lost under this batch and restarts (seconds): pyarrow decodes it,
+                # from pages all on the host.
+                if restore is not None:
+                    restore()
+                why = (cpu_decode_reason(options, router)
+                       or f"the GPU service was lost under this batch's decompression ({lost[0]})")
+                for image in images:
+                    image.cpu_reason = why
+            else:
                 for image in images:
                     image.restore = restore
-            decode_columns(images, router, options, report, dst, kept, planned)
+                decode_columns(images, router, options, report, dst, kept, planned)
     except BaseException:
         buffers.close()
         raise

@@ -213,8 +213,17 @@ class Router:
             groups[id(backend)] = table.take(owner == slot)
         return backends, groups
 
-    def run(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview, report: ReadReport) -> None:
+    def run(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview,
+            report: ReadReport) -> list[str]:
         """Decompress a batch's ``jobs``, one ``decompress`` per backend; fill ``report``.
+
+        Returns
+        -------
+        list of str
+            Why the GPU service was lost under a group of the batch whose
+            output the CPU made instead (:class:`GpuBatchFailedError`); empty
+            when none was. The batch is then best decoded without that
+            service, which restarts.
 
         Raises
         ------
@@ -227,6 +236,7 @@ class Router:
         """
         for name, why in self.unreachable.items():
             report.unreachable.setdefault(name, why)
+        lost: list[str] = []
         table = as_table(jobs)
         backends, groups = self._assign(table)
         # One backend after the other, GPU groups first and the CPU last:
@@ -257,9 +267,14 @@ class Router:
                 _account(report, "cpu", group, time.perf_counter() - t0)
                 continue
             except GpuBatchFailedError as exc:
-                # The GPU failed twice on pages the CPU decodes; the CPU's output is in dst.
-                logger.warning("decompressed on the CPU: %s", exc)
+                # The service was lost under pages the CPU decodes; the CPU's output is in dst.
+                # The text, not the exception: a handler that keeps records (pytest's does) would
+                # keep its frames, and with them the batch's shared buffers.
                 report.retries.append(str(exc))
+                logger.warning("decompressed on the CPU: %s", report.retries[-1])
+                lost.append(exc.reason)
+                _account(report, "cpu", group, time.perf_counter() - t0)
+                continue
             except CorruptPageError as exc:
                 # A checksum that fails is the data's fault, not the GPU's:
                 # the CPU would find the same bytes.
@@ -271,6 +286,7 @@ class Router:
             elapsed = time.perf_counter() - t0
             _account(report, backend.name, group, elapsed)
         report.batches += 1
+        return lost
 
 
 def _account(report: ReadReport, backend: str, jobs: JobTable, seconds: float) -> None:

@@ -28,12 +28,11 @@ Failures, and what the caller sees:
   attaches to a fresh service. Each failed batch is then decompressed on
   this thread by the CPU decoders to find the bad page: if one is corrupt,
   ``CorruptPageError`` names it and says the GPU service failed on this
-  batch. If every page decodes, the batch is retried once on a fresh
-  service (it was innocent: it only shared the GPU, or a call, with the
-  bad one); failing again, the CPU's output stands and
+  batch. If every page decodes (the batch was innocent: it only shared
+  the GPU, or a call, with the bad one), the CPU's output stands and
   :class:`~dask_hwdecomp.errors.GpuBatchFailedError` says so, which the
-  router keeps, reports and logs (an innocent reader never fails for
-  another's page, however often the service is lost under it);
+  router keeps, reports and logs: an innocent reader never fails for
+  another's page, nor waits for the fresh service;
 * no service can be reached or started: :class:`~dask_hwdecomp.service.rundir.ServiceUnreachable`,
   on which the router of ``backend="auto"`` reads on the CPU and the report
   says so.
@@ -50,7 +49,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -123,6 +122,7 @@ class _Failure:
 
     reason: str
     error: HwdecompError | None
+    sent: bool = True  # False: the service was gone before the request left; nothing was lost under it
 
 
 class ServiceClient:
@@ -309,8 +309,11 @@ class ServiceClient:
                                len(jobs), len(protect), kept, len(only))
             nbytes = int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())
             outcome = self._attempt(jobs, request, nbytes)
-            if isinstance(outcome, _Failure):  # raises unless a retry succeeds
-                outcome = self._recover(jobs, src, dst, request, nbytes, outcome)
+            if isinstance(outcome, _Failure) and not outcome.sent:
+                # Lost before this batch reached it: a fresh service takes it.
+                outcome = self._attempt(jobs, request, nbytes)
+            if isinstance(outcome, _Failure):
+                self._recover(jobs, src, dst, outcome)
             if dst_ref.staged is not None and dst_ref.staged.view is not None:
                 memoryview(dst).cast("B")[:] = dst_ref.staged.view[: dst_ref.nbytes]
             return outcome
@@ -367,6 +370,12 @@ class ServiceClient:
             att.share(request.src.segment)
             att.share(request.dst.segment)
             flight = att.request(request.message)
+        except ServiceGone as gone:
+            return _Failure(f"was gone ({gone.reason})", None, sent=False)
+        except OSError as exc:
+            att.die(f"closed its connection ({exc})")
+            return _Failure(f"was gone (closed its connection: {exc})", None, sent=False)
+        try:
             reply = flight.wait(nbytes, self.options.gpu_timeout_s, self.options.batch_latency_ms / 1000)
         except Overdue as late:
             self.timeouts += 1
@@ -395,41 +404,38 @@ class ServiceClient:
         error = wire.failure_error(reply)
         return _Failure(f"failed the batch as a whole ({reply.message})", error)
 
-    def _recover(self, jobs: Sequence[Job] | JobTable, src, dst, request: _Request, nbytes: int,
-                 failure: _Failure) -> int:
-        """Find the bad page on the CPU; send a batch the CPU decodes once more (its redone pages); else raise.
+    def _recover(self, jobs: Sequence[Job] | JobTable, src, dst, failure: _Failure) -> NoReturn:
+        """Decode the batch on the CPU: name its bad page, or keep the CPU's output.
 
         Every batch in flight when the service was lost comes here, the
         innocent ones too (their pages shared a GPU call, or the GPU, with
-        the bad one): the CPU tells them apart, and only a batch the CPU
-        decodes is sent again, so the bad one cannot take the fresh service
-        down with the innocent ones' retries. That holds for a call that
-        failed as a whole (a CUDA error: the bad page's illegal address
-        fails every task whose pages shared its call) as for a death or a
-        hang. A batch that fails on the fresh service too (another bad page
-        took it down again, or the GPU fails on these pages) keeps the
-        CPU's output: :class:`GpuBatchFailedError`.
+        the bad one): the CPU tells them apart. A page the CPU rejects is
+        the batch's :class:`CorruptPageError`. A batch the CPU decodes has
+        its output in ``dst`` by then, so it is not sent to the GPU again
+        (a fresh service takes seconds to start: sent again, an innocent
+        batch waited for it, and a bad page the CPU decodes took that
+        service down too): :class:`GpuBatchFailedError` says so. That
+        holds for a call that failed as a whole (a CUDA error: the bad
+        page's illegal address fails every task whose pages shared its
+        call) as for a death or a hang.
         """
         reason, exc = failure.reason, failure.error
         self.recoveries += 1
         what = f"the {self.label} GPU service {reason} on this batch of {len(jobs)} pages; it was restarted"
-        src_v, dst_v = memoryview(src).cast("B"), memoryview(dst).cast("B")
-        for job in jobs:  # the caller's order: the first bad page is the one named
-            try:
-                decompress_one(job, src_v, dst_v)
-            except CorruptPageError as bad:  # ChecksumError stays one
-                raise type(bad)(f"{what}; on the CPU: {bad.reason}", bad.location) from exc
-        again = self._attempt(jobs, request, nbytes)
-        if not isinstance(again, _Failure):
-            self.retried += 1
-            return again
+        # Released before raising: the exception's frames must not keep the shared buffers exported.
+        with memoryview(src).cast("B") as src_v, memoryview(dst).cast("B") as dst_v:
+            for job in jobs:  # the caller's order: the first bad page is the one named
+                try:
+                    decompress_one(job, src_v, dst_v)
+                except CorruptPageError as bad:  # ChecksumError stays one
+                    failed = bad
+                    break
+            else:
+                failed = None
+        if failed is not None:
+            raise type(failed)(f"{what}; on the CPU: {failed.reason}", failed.location) from exc
         self.cpu_kept += 1
-        # The failed call may have written some outputs back: the CPU's stand.
-        for job in jobs:
-            decompress_one(job, src_v, dst_v)
-        raise GpuBatchFailedError(
-            f"{what}; the CPU decodes every page; sent again, the service {again.reason}: "
-            "the CPU's output is used") from (again.error or exc)
+        raise GpuBatchFailedError(f"{what}; the CPU decodes every page: its output is used") from exc
 
     def decode(self, plan, src: memoryview, kept: KeptRuns | None = None) -> DecodeOutput:
         """Decode ``plan``'s column chunks in the service (:func:`~dask_hwdecomp.service.decoding.decode_in_service`).
@@ -454,9 +460,9 @@ class ServiceClient:
 
         This client's: ``restarts`` (services it attached to again after a
         loss), ``recoveries`` (batches whose service was lost under them),
-        ``retried`` (of those, batches the CPU decodes, done again on a fresh
-        service), ``cpu_kept`` (of those, batches lost there too, whose CPU
-        output stood), ``timeouts`` (services it killed: a request of its own was
+        ``cpu_kept`` (of those, batches the CPU decodes, whose CPU output
+        stood), ``retried`` (decodes sent again to a fresh service after a
+        loss), ``timeouts`` (services it killed: a request of its own was
         overdue).
 
         Raises
