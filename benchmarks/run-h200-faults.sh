@@ -33,10 +33,10 @@ for step in $(echo "${STEPS:-tests,faults,mut-nvcomp,mut-decode}" | tr , ' '); d
         > "$OUT/faults.log" 2>&1 ;;
     mut-nvcomp)
       timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --cases 1500 --workers "${MUT_WORKERS:-4}" --seconds "${MUT_SECONDS:-420}" \
-        --timeout 5 --gpu-timeout 60 --out "$OUT/mut-nvcomp" > "$OUT/mut-nvcomp.log" 2>&1 ;;
+        --timeout 5 --gpu-timeout 60 --out /tmp/mut-nvcomp > "$OUT/mut-nvcomp.log" 2>&1 ;;
     mut-decode)
       timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --cases 1500 --workers "${MUT_WORKERS:-4}" --seconds "${MUT_SECONDS:-420}" \
-        --timeout 5 --gpu-timeout 60 --decode gpu --out "$OUT/mut-decode" > "$OUT/mut-decode.log" 2>&1 ;;
+        --timeout 5 --gpu-timeout 60 --decode gpu --out /tmp/mut-decode > "$OUT/mut-decode.log" 2>&1 ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
   rc=$?; [ $rc -eq 0 ] || status=1
@@ -46,6 +46,7 @@ for step in $(echo "${STEPS:-tests,faults,mut-nvcomp,mut-decode}" | tr , ' '); d
     "$log" | cut -c1-260 | tail -60
 done
 python3 -m dask_hwdecomp service status
-# The services' own logs (a line per start, backend and warm-up, with times): what a restart costs.
-mkdir -p "$OUT/service-logs" && cp /tmp/dask-hwdecomp-*/*.log "$OUT/service-logs/" 2>/dev/null
+# A few files only come back from the device: the runs' summaries and failing mutants, and the
+# services' own logs (a line per start, backend and warm-up, with times: what a restart costs), as one archive.
+tar czf "$OUT/faults-files.tgz" -C / $(cd / && ls -d tmp/mut-*/summary.json tmp/mut-*/failures tmp/dask-hwdecomp-*/*.log 2>/dev/null) 2>/dev/null
 exit $status
