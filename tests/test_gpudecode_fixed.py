@@ -6,6 +6,7 @@ CUDA simulator (``conftest`` chooses), so each case is a few hundred rows.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
 import os
@@ -347,3 +348,34 @@ def test_delta_byte_array_of_fixed_len_byte_array_is_left_to_the_byte_array_kern
         pages[_first_data_page(pages)]["encoding"] = Encoding.DELTA_BYTE_ARRAY
 
     assert _hostile(buf, edit)[0] not in (PageError.OK, PageError.ENCODING)  # PLAIN bytes are no DELTA header
+
+
+@pytest.mark.parametrize("levels,refused", [(b"\x03\x00", False), (b"\x02\x00", False), (b"\x05\x00", True),
+                                            (b"\x07\x00", True), (b"\x23\x40", True), (b"\x03\x01", True)])
+def test_a_bit_packed_level_run_claiming_more_bytes_than_its_levels_hold_is_refused_as_pyarrow_refuses(
+        tmp_path, levels, refused):
+    # One null in a v2 page: its definition levels are 2 bytes. A bit-packed
+    # run of 2 or more groups (0x05, 0x07, 0x23) has one byte where it
+    # declares 2 or more; pyarrow refuses the page although the one level it
+    # needs is there (a mutated corpus file's case, found on the GPU).
+    from dask_hwdecomp.format.structs import PageType
+
+    from rewrite import rewrite_pages
+
+    src, dst = tmp_path / "src.parquet", tmp_path / "dst.parquet"
+    pq.write_table(pa.table({"v": pa.array([None], pa.float32())}), src, compression="none",
+                   data_page_version="2.0", use_dictionary=False)
+
+    def transform(p):
+        if p.page.page_type != PageType.DATA_PAGE_V2:
+            return p.header, p.body
+        assert p.page.levels_size == len(levels)
+        return p.header, levels + p.values
+
+    rewrite_pages(src, dst, transform)
+    buf = dst.read_bytes()
+    with pytest.raises(Exception) if refused else contextlib.nullcontext():
+        pq.read_table(pa.BufferReader(buf))
+    plan, data = _plan(buf)
+    errors = decode_host(data, plan.chunks, plan.pages).pages["error"]
+    assert bool(errors.any()) == refused, errors

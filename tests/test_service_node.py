@@ -13,10 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import tempfile
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq

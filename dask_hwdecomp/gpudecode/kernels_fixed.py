@@ -184,7 +184,7 @@ def dict_kernel(data, chunks, pages, vstart, vend, vrow, idx):
         end = params[3]
         n = np.int64(pages[p]["nonnull"])
         rs = pages[p]["row_start"]
-        status = block_hybrid(data, start, end, bw, n, shared, idx, rs, vrow, 1, limit)
+        status = block_hybrid(data, start, end, bw, n, shared, idx, rs, vrow, 1, limit, 0)
         if tid == 0 and status != 0:
             set_error(pages, p, _E_VALUES if status == 1 or not is_dict else _E_DICT)
 

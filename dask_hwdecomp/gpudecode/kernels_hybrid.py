@@ -56,14 +56,17 @@ def uleb128(data, pos, end):
 
 
 @cuda.jit(device=True, cache=True)
-def next_run(data, pos, end, bw, remaining):
+def next_run(data, pos, end, bw, remaining, whole):
     """Decode the run header at ``pos``.
 
     Returns ``(status, packed, count, value, values_pos, next_pos)``:
     ``count`` values (at most ``remaining``); an RLE run's repeated
     ``value``, or a bit-packed run's first byte ``values_pos``. The bytes
     of the values used are checked to lie before ``end`` (a last group
-    may be cut short, as writers pad it).
+    may be cut short, as writers pad it); with ``whole``, every byte the
+    run's header declares must (pyarrow's level decoder refuses a page
+    whose bit-packed level run claims more groups than its bytes hold,
+    even where the values it needs are there).
     """
     z = np.int64(0)
     header, p = uleb128(data, pos, end)
@@ -75,6 +78,8 @@ def next_run(data, pos, end, bw, remaining):
         if count > remaining:
             count = remaining
         need = (count * bw + 7) // 8
+        if whole != 0:
+            need = n * bw
         if need > end - p:
             return RUN_BAD, 0, z, z, z, pos
         return RUN_OK, 1, count, z, p, p + n * bw
@@ -107,9 +112,11 @@ def run_value(data, packed, value, values_pos, end, bw, j):
 
 
 @cuda.jit(device=True, cache=True)
-def block_hybrid(data, pos, end, bw, n, shared, out, out_base, vrow, mode, limit):
+def block_hybrid(data, pos, end, bw, n, shared, out, out_base, vrow, mode, limit, whole):
     """Expand ``n`` values of a hybrid stream, the whole block cooperating.
 
+    ``whole``: a bit-packed run's declared bytes must all lie before ``end``
+    (:func:`next_run`; definition levels), else only those of the values used.
     Called by every thread of the block with the same arguments; ``shared``
     is a block-shared int64 array of at least 6 entries. Value ``k`` goes to
     ``out[out_base + k]`` (``mode`` 0), or to row ``out_base + vrow[out_base
@@ -127,7 +134,7 @@ def block_hybrid(data, pos, end, bw, n, shared, out, out_base, vrow, mode, limit
     while done < n:
         cuda.syncthreads()
         if tid == 0:
-            st, packed, count, value, vpos, nxt = next_run(data, cursor, end, bw, n - done)
+            st, packed, count, value, vpos, nxt = next_run(data, cursor, end, bw, n - done, whole)
             shared[0] = st
             shared[1] = packed
             shared[2] = count

@@ -170,7 +170,7 @@ def levels_kernel(data, chunks, pages, valid, vindex, vrow, row_page, vstart, ve
             for k in range(tid, n, nthreads):
                 valid[rs + k] = 1
         else:
-            status = block_hybrid(data, pos, lend, 1, n, shared, valid, rs, vrow, 0, 2)
+            status = block_hybrid(data, pos, lend, 1, n, shared, valid, rs, vrow, 0, 2, 1)
             if status != 0:
                 if tid == 0:
                     set_error(pages, p, _LEVELS)
