@@ -4,6 +4,7 @@ Usage (on the GPU machine, from the repository root, tests/ importable)::
 
     python scripts/gpu_mutation_run.py --cases 1600 --workers 4 --seconds 300 --out /tmp/mut
     python scripts/gpu_mutation_run.py --cases 1500 --timeout 5 --decode gpu --out /tmp/mut-decode
+    python scripts/gpu_mutation_run.py --only 622,1137 --backend cpu --out /tmp/replay   # two cases again
 
 Seeds: files written here with every GPU codec (page v1 and v2, dictionary
 on and off, gzip pages of several members, checksummed Zstd frames) and the
@@ -94,6 +95,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/mutation-run"))
     ap.add_argument("--backend", default="nvcomp", help="the backend read with (cpu: a dry run without GPU)")
     ap.add_argument("--decode", default="cpu", choices=("cpu", "auto", "gpu"), help="the reads' decode")
+    ap.add_argument("--only", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                    help="replay only these case numbers (comma-separated)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     seed_files = seeds(args.out)
@@ -102,7 +105,7 @@ def main(argv=None) -> int:
     options = {"gpu_timeout_s": args.gpu_timeout, "decode": args.decode} if args.backend != "cpu" else {}
     started = time.monotonic()
     lock = threading.Lock()
-    counter = iter(range(args.cases))
+    counter = iter(args.only if args.only is not None else range(args.cases))
     verdicts: Counter = Counter()
     failures: list = []
     per_seed: Counter = Counter()
