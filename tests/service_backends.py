@@ -62,8 +62,11 @@ def events(path) -> list[str]:
         return []
 
 
-def open_backend(factory: str, options, service_dir: str, **kw):
+def open_backend(factory: str, options, service_dir: str, gpu: str = "none", **kw):
     """A ServiceClient of a service hosting ``factory`` (a function here), listening in ``service_dir``.
+
+    ``gpu``: the GPU the service is named for (a service per GPU; without a
+    GPU the name is all that differs).
 
     Backends opened in the same directory with the same factory share one
     service; a directory of its own per test keeps tests apart.
@@ -71,7 +74,7 @@ def open_backend(factory: str, options, service_dir: str, **kw):
     from dask_hwdecomp.service.client import ServiceClient
 
     return ServiceClient("test", options.replace(service_dir=service_dir),
-                          factories={"test": f"service_backends:{factory}"}, gpu="none",
+                          factories={"test": f"service_backends:{factory}"}, gpu=gpu,
                           **{"cap_bytes": 64 << 20, **kw})
 
 

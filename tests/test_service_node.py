@@ -183,6 +183,26 @@ def test_a_killed_service_is_started_again_and_the_next_read_succeeds(service_di
     assert stats["restarts"] == 1 and stats["service_pid"] == second
 
 
+def test_a_service_killed_on_one_gpu_leaves_the_other_gpus_reads_untouched(service_dir):
+    # Two GPUs, a service each (named by the GPU, started with CUDA_VISIBLE_DEVICES set to it).
+    gpus = ("GPU-aaaaaaaa-0000-0000-0000-000000000000", "GPU-bbbbbbbb-0000-0000-0000-000000000000")
+    with open_backend("standin", OPTS, service_dir, gpu=gpus[0]) as a, \
+            open_backend("standin", OPTS, service_dir, gpu=gpus[1]) as b:
+        batches = [make_batch(ENGINE_ALGOS, [5000] * 20, seed=20 + k) for k in range(6)]
+        for jobs, src, dst_len, expected in batches[:2]:
+            assert_outputs(run_batch(a, jobs, src, dst_len), jobs, expected)
+            assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
+        assert a.pid != b.pid and a.address.socket != b.address.socket
+        spared = b.pid
+        os.kill(a.pid, signal.SIGKILL)
+        for jobs, src, dst_len, expected in batches[2:]:  # the other GPU's service reads on, untouched
+            assert_outputs(run_batch(b, jobs, src, dst_len), jobs, expected)
+        _until_gone(a)
+        jobs, src, dst_len, expected = batches[0]
+        assert_outputs(run_batch(a, jobs, src, dst_len), jobs, expected)  # a fresh service for the first GPU
+        assert b.pid == spared and b.stats()["restarts"] == 0 and a.stats()["restarts"] == 1
+
+
 def test_the_service_outlives_the_process_that_started_it(service_dir):
     with open_backend("cpu", OPTS, service_dir) as b:
         code = ("import sys; from service_backends import open_backend; from dask_hwdecomp.options import Options;"
