@@ -1,0 +1,52 @@
+"""Decode a Zstd frame with nvCOMP (the node's GPU service) and with libzstd, and compare.
+
+Usage (on the GPU machine, from the repository root)::
+
+    python scripts/gpu_zstd_reproducer.py benchmarks/results/2026-12-06-no-device/zstd-1137-frame.zst
+
+The frame there is a mutated Parquet page that libzstd decodes without an
+error; the mutation run of 2026-12-05 read other values from it through
+nvCOMP. A conforming decoder agrees with libzstd on every frame libzstd
+accepts: this prints both outputs' SHA-256 prefixes and the first
+differing byte, and exits 1 where they differ (a reproducer for NVIDIA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+import cramjam
+
+from dask_hwdecomp.errors import PageLocation
+from dask_hwdecomp.jobs import Algo, Job
+from dask_hwdecomp.options import Options
+from dask_hwdecomp.routing import registry
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("frame", type=Path)
+    args = ap.parse_args(argv)
+    frame = args.frame.read_bytes()
+    want = bytes(cramjam.zstd.decompress(frame))
+    job = Job(Algo.ZSTD, 0, len(frame), 0, len(want), 6, PageLocation(file=str(args.frame)))
+    backend = registry.get_backend("nvcomp", Options(backend="nvcomp"))
+    with backend.host_buffer(len(frame)) as src, backend.host_buffer(len(want)) as dst:
+        src.view[:] = frame
+        backend.decompress([job], src.view, dst.view)
+        got = bytes(dst.view)
+    print(f"libzstd: {len(want)} bytes, sha256 {hashlib.sha256(want).hexdigest()[:16]}")
+    print(f"nvCOMP ({backend.name}): {len(got)} bytes, sha256 {hashlib.sha256(got).hexdigest()[:16]}")
+    if got == want:
+        print("the same")
+        return 0
+    first = next(k for k in range(len(want)) if got[k] != want[k])
+    print(f"first difference at byte {first}: libzstd {want[first]}, nvCOMP {got[first]}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
