@@ -1,6 +1,6 @@
 """Decode a Zstd frame with nvCOMP (the node's GPU service) and with libzstd, and compare.
 
-Usage (on the GPU machine, from the repository root)::
+Usage (on the GPU machine, from the repository root, tests/ importable)::
 
     python scripts/gpu_zstd_reproducer.py benchmarks/results/2026-12-06-no-device/zstd-1137-frame.zst
 
@@ -18,12 +18,18 @@ import hashlib
 import sys
 from pathlib import Path
 
-import cramjam
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
 
-from dask_hwdecomp.errors import PageLocation
-from dask_hwdecomp.jobs import Algo, Job
-from dask_hwdecomp.options import Options
-from dask_hwdecomp.routing import registry
+import cramjam  # noqa: E402
+
+from dask_hwdecomp.errors import PageLocation  # noqa: E402
+from dask_hwdecomp.format.structs import Codec  # noqa: E402
+from dask_hwdecomp.jobs import Algo, Job  # noqa: E402
+from dask_hwdecomp.options import Options  # noqa: E402
+from dask_hwdecomp.routing import registry  # noqa: E402
+
+from pagegen import run_batch  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -32,12 +38,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     frame = args.frame.read_bytes()
     want = bytes(cramjam.zstd.decompress(frame))
-    job = Job(Algo.ZSTD, 0, len(frame), 0, len(want), 6, PageLocation(file=str(args.frame)))
+    job = Job(algo=Algo.ZSTD, src_offset=0, src_size=len(frame), dst_offset=0, dst_size=len(want),
+              codec=Codec.ZSTD, location=PageLocation(file=str(args.frame)))
     backend = registry.get_backend("nvcomp", Options(backend="nvcomp"))
-    with backend.host_buffer(len(frame)) as src, backend.host_buffer(len(want)) as dst:
-        src.view[:] = frame
-        backend.decompress([job], src.view, dst.view)
-        got = bytes(dst.view)
+    got = run_batch(backend, [job], frame, len(want))
     print(f"libzstd: {len(want)} bytes, sha256 {hashlib.sha256(want).hexdigest()[:16]}")
     print(f"nvCOMP ({backend.name}): {len(got)} bytes, sha256 {hashlib.sha256(got).hexdigest()[:16]}")
     if got == want:
