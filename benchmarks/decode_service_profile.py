@@ -216,7 +216,7 @@ def _kept_pages(plan, host, decoder):
 
 def _device(simulate: bool):
     """numba.cuda, and the device whose context the service would make (None under the simulator)."""
-    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpu.cuda_jit import cuda
 
     if simulate:
         return cuda, None
@@ -338,7 +338,7 @@ def _gpu_s(pair) -> float | None:
 
 
 def _stages(decoder, stream, requests, arrow, passes: int) -> None:
-    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpu.cuda_jit import cuda
 
     timed = _Timed(decoder, stream, cuda)
     runs = []
@@ -377,7 +377,7 @@ def _kernels(decoder, stream, requests, arrow, passes: int) -> None:
         return
     from numba.cuda.dispatcher import CUDADispatcher
 
-    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpu.cuda_jit import cuda
 
     launches = []
     real = CUDADispatcher.__getitem__

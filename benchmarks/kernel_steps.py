@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 
     from dask_hwdecomp.bench.data import generate
     from dask_hwdecomp.bench.gpudecode import arrow_output_bytes
-    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpu.cuda_jit import cuda
     from dask_hwdecomp.gpudecode.gather import copy_pieces
     from dask_hwdecomp.gpudecode.merge import PlanRecords, merge_plans, place_members
     from dask_hwdecomp.gpudecode.plan import plan_file

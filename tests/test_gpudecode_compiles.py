@@ -48,7 +48,7 @@ RECORD = textwrap.dedent('''
         plan = plan_file(data)
         decode_host(plan.gather(data), plan.chunks, plan.pages)
     # the gather kernel of uploads (pages kept on the device, packed host pieces)
-    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpu.cuda_jit import cuda
     from dask_hwdecomp.gpudecode.gather import copy_pieces
     from dask_hwdecomp.gpudecode.uploads import device_address
 
@@ -63,7 +63,7 @@ COMPILE = textwrap.dedent('''
     import importlib, pickle, sys
     import numpy as np
     import numba
-    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpu.cuda_jit import cuda
     from numba.cuda import dispatcher
 
     class Sm90:  # device functions ask the current device for its compute capability

@@ -31,7 +31,7 @@ def _quick_barriers():
     """Under the simulator: a shorter switch interval still (each barrier costs one).
 
     The package fits the simulator when it imports numba-cuda
-    (:mod:`dask_hwdecomp.gpudecode.simulator`); this module's many small
+    (:mod:`dask_hwdecomp.gpu.simulator`); this module's many small
     kernels run faster with a shorter interval yet.
     """
     if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
@@ -173,7 +173,7 @@ def test_measure_leaves_the_records_alone_and_state_closes():
     plan, data = _plan(buf)
     chunks, pages = plan.chunks, plan.pages
     before = (chunks.copy(), pages.copy())
-    from dask_hwdecomp.gpudecode.cuda_jit import cuda
+    from dask_hwdecomp.gpu.cuda_jit import cuda
 
     stream = cuda.stream()
     m = measure(data, chunks, pages, stream=stream)

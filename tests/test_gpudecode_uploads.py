@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dask_hwdecomp.gpudecode.cuda_jit import cuda
+from dask_hwdecomp.gpu.cuda_jit import cuda
 from dask_hwdecomp.gpudecode.gather import TILE_BYTES, copy_pieces
 from dask_hwdecomp.gpudecode.gather_tiles import count_tiles, write_tiles
 from dask_hwdecomp.gpudecode.uploads import (

@@ -11,7 +11,7 @@ import numpy as np
 def test_threads_of_a_block_that_ask_for_a_shared_array_at_once_get_the_same_one():
     from numba.cuda.simulator import kernelapi
 
-    from dask_hwdecomp.gpudecode import simulator
+    from dask_hwdecomp.gpu import simulator
 
     before = sys.getswitchinterval()
     simulator.fit()  # done at import where the simulator is on; idempotent

@@ -53,7 +53,7 @@ def unavailable(allow_simulator: bool = False) -> str | None:
         time Python, not a GPU).
     """
     try:
-        from ..gpudecode.cuda_jit import cuda
+        from ..gpu.cuda_jit import cuda
     except Exception as exc:  # ImportError, or numba-cuda failing in its own import
         return f"numba-cuda cannot be imported ({type(exc).__name__}: {exc})"
     from numba import config
@@ -142,7 +142,7 @@ def measure_gpudecode(paths: Sequence[Path], repeats: int, tick: Callable[[], An
         raise RuntimeError(f"the GPU decode kernels cannot run: {why}")
     if not paths:
         raise RuntimeError("no Parquet file to decode")
-    from ..gpudecode.cuda_jit import cuda
+    from ..gpu.cuda_jit import cuda
     from ..gpudecode.plan import plan_file
     from ..gpudecode.runner import measure, write
     from ..gpudecode.tables import place_outputs
@@ -222,7 +222,7 @@ def _time_merged(files: list[_File], gathered: list[np.ndarray], repeats: int,
     RuntimeError
         A page the kernels report as corrupt.
     """
-    from ..gpudecode.cuda_jit import cuda
+    from ..gpu.cuda_jit import cuda
     from ..gpudecode.merge import PlanRecords, merge_plans, place_members
     from ..gpudecode.runner import measure, write
 

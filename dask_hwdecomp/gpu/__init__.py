@@ -18,6 +18,9 @@ batcher   merging concurrent ``decompress`` calls into one call per stream
 stream_runner  one stream with its arena and scratch running one call; the Launcher protocol
 nvcomp_lib  ctypes bindings of nvCOMP's batched C API
 nvcomp_launcher  one GPU call through nvCOMP: metadata block, one call per bitstream
+lz4_check  every LZ4 block of a call walked on the device before nvCOMP sees it
+cuda_jit  numba-cuda, imported once for every kernel (the decoder's and lz4_check's)
+simulator numba's CUDA simulator made fit for the kernels (no GPU: CI, the tests' services)
 hwengine  the CUDA hardware decompression engine (``cuMemBatchDecompressAsync``)
 hwengine_launcher  one GPU call through the engine: params records, zeroed size slots
 hwengine_canaries  the engine selfcheck's call: outputs amid canaries, size slots to watch

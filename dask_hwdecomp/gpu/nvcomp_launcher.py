@@ -9,6 +9,10 @@ actual sizes and statuses and the outputs come back, and the stream is
 synchronised once. Known output sizes mean nvCOMP never has to size outputs
 itself (no hidden synchronisation). Every page's status and size is checked,
 and the call's CRC-32s run in the same stream (:mod:`dask_hwdecomp.gpu.checksums`).
+LZ4 blocks are walked on the device first (:mod:`dask_hwdecomp.gpu.lz4_check`):
+nvCOMP decodes some corrupt ones silently or reads outside its buffers on
+them, so a block at fault reaches it as an empty block and fails with the
+check's status.
 
 Bitstreams: SNAPPY (raw block), DEFLATE (raw RFC 1951, inputs copied to
 4-byte aligned addresses), LZ4 (block), ZSTD (frames).
@@ -23,6 +27,7 @@ import numpy as np
 from ..jobs import ALGOS, Algo
 from ..rounding import round_up
 from .errors import nvcomp_status_text
+from .lz4_check import LZ4_STATUS, lz4_status_text, queue_lz4_checks, warm_lz4_check
 from .staging import DEVICE_ALIGN
 from .stream_runner import Prepared
 
@@ -50,6 +55,7 @@ class _State(NamedTuple):
     groups: list[_Group]
     temp_bytes: int
     meta_bytes: int
+    fault_offset: int  # scratch offset of the LZ4 check's fault slots (n + 1 words), or -1: no LZ4 job
 
 
 class NvcompLauncher:
@@ -81,6 +87,7 @@ class NvcompLauncher:
                 # Outputs sit at the reader's byte offsets; nvCOMP 6 needs 1.
                 raise RuntimeError(f"nvCOMP {fmt} wants {align.output}-byte aligned outputs; only 1 is supported")
             self._align[algo] = align
+        warm_lz4_check()  # numba compiles it now, not under the first LZ4 call's deadline
 
     def input_align(self, algo) -> int:
         return self._align[algo].input
@@ -90,7 +97,7 @@ class NvcompLauncher:
 
     @staticmethod
     def status_text(status: int) -> str:
-        return nvcomp_status_text(status)
+        return lz4_status_text(status) if status <= LZ4_STATUS else nvcomp_status_text(status)
 
     def prepare(self, rows: np.ndarray, stream) -> Prepared:
         n = len(rows)
@@ -105,8 +112,13 @@ class NvcompLauncher:
         for g in groups:
             temp = max(temp, self.lib.temp_bytes(_FMT[g.algo], g.num_jobs, g.biggest, g.total, stream.handle))
         meta = round_up(32 * n, DEVICE_ALIGN) + round_up(8 * n, DEVICE_ALIGN) + round_up(4 * n, DEVICE_ALIGN)
-        return Prepared(device_bytes=meta + temp + 256, host_bytes=32 * n + 12 * n,
-                        state=_State(rows, groups, temp, meta))
+        fault = -1
+        if any(g.algo is Algo.LZ4 for g in groups):
+            fault = meta
+            meta += round_up(4 * (n + 1), DEVICE_ALIGN)
+        return Prepared(device_bytes=meta + temp + 256, host_bytes=32 * n + 12 * n + (4 * n if fault >= 0 else 0),
+                        state=_State(rows=rows, groups=groups, temp_bytes=temp, meta_bytes=meta,
+                                     fault_offset=fault))
 
     def launch(self, state: _State, stream, src_ptrs, dst_ptrs, scratch: int, host):
         rows, temp_bytes, meta = state.rows, state.temp_bytes, state.meta_bytes
@@ -123,6 +135,16 @@ class NvcompLauncher:
         temp = scratch + meta
         ops = self.ops
         ops.htod(scratch, host_ptr, 32 * n, stream)
+        if state.fault_offset >= 0:
+            d_fault = scratch + state.fault_offset
+            ops.memset_d32(d_fault, 0, n + 1, stream)  # no fault; the word after the slots: the empty block
+            for g in state.groups:
+                if g.algo is Algo.LZ4:
+                    end = g.start + g.num_jobs
+                    queue_lz4_checks(stream, src_ptrs[g.start : end], rows["src_size"][g.start : end],
+                                     d_src + 8 * g.start, d_src_sizes + 8 * g.start, d_caps + 8 * g.start,
+                                     d_fault + 4 * g.start, empty=d_fault + 4 * n)
+            ops.dtoh(host_ptr + 44 * n, d_fault, 4 * n, stream)
         for g in state.groups:
             start = g.start
             self.lib.decompress(
@@ -145,6 +167,10 @@ class NvcompLauncher:
         def collect():
             actual = np.frombuffer(host_view, dtype=np.uint64, count=n, offset=32 * n).copy()
             status = np.frombuffer(host_view, dtype=np.int32, count=n, offset=40 * n).copy()
+            if state.fault_offset >= 0:
+                fault = np.frombuffer(host_view, dtype=np.int32, count=n, offset=44 * n)
+                refused = fault != 0
+                status[refused] = LZ4_STATUS - fault[refused]
             return actual, status
 
         return collect

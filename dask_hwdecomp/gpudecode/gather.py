@@ -29,7 +29,7 @@ import numpy as np
 from numba import config
 
 from .. import timeline
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .gather_tiles import count_tiles, write_tiles
 from .kernels_copy import gather_kernel
 from .uploads import device_address, pack_patches

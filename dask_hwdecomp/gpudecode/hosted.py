@@ -214,8 +214,8 @@ class HostedDecoder:
     """
 
     def __init__(self, runners: int = 1, copy_streams: int = 4):
+        from ..gpu.cuda_jit import cuda
         from . import runner
-        from .cuda_jit import cuda
 
         _use_pooled_memory(cuda)
         self._cuda = cuda

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .kernels_bytes_pages import as_i32, dba_prefixes, dba_value, is_fixed_dba, page_rows
 from .kernels_delta import E_LENGTH, K_DECIMAL, TPB, block_error, page_launch
 

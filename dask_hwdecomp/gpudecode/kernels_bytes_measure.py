@@ -30,7 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .kernels_bytes_pages import as_i32, measured_here, page_rows, sum_pages
 from .kernels_delta import (
     E_COUNT,

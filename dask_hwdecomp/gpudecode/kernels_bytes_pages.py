@@ -27,7 +27,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .kernels_delta import (
     E_LENGTH,
     ENC_DBA,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .kernels_bytes_flba import write_fixed_dba
 from .kernels_bytes_pages import (
     as_i32,

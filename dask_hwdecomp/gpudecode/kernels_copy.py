@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 
 __all__ = ["gather_kernel"]
 

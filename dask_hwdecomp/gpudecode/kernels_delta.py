@@ -26,7 +26,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .tables import Encoding, OutKind, PageError, PageKind, Physical
 
 __all__ = ["measure_delta", "write_delta", "TPB", "dbp_walk", "dbp_decode", "block_scan", "set_error",

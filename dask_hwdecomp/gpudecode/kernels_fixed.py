@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .kernels_hybrid import block_hybrid, read_u32
 from .kernels_levels import set_error
 from .tables import Encoding, OutKind, PageError, PageKind, Physical

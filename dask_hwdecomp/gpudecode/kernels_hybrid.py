@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 
 __all__ = ["RUN_OK", "RUN_BAD", "read_u32", "uleb128", "next_run", "run_value", "block_hybrid"]
 

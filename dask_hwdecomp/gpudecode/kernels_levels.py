@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .kernels_hybrid import block_hybrid, read_u32
 from .tables import PageError, PageKind
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cuda_jit import cuda
+from ..gpu.cuda_jit import cuda
 from .kernels_delta import E_COUNT, E_LENGTH, E_VALUES, ENC_PLAIN, K_BYTES, P_DICTIONARY, set_error
 
 __all__ = ["THREADS", "SEGMENTS", "MIN_SEGMENT", "GUESS_SPAN", "PROBE", "SHARED_WORDS", "walk_kernel",

@@ -21,8 +21,8 @@ import numpy as np
 from numba import config
 
 from .. import timeline
+from ..gpu.cuda_jit import cuda
 from . import kernels_bytes_measure, kernels_bytes_write, kernels_delta
-from .cuda_jit import cuda
 from .kernels_fixed import (
     bool_kernel,
     check_kernel,

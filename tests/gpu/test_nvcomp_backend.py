@@ -15,7 +15,7 @@ from dask_hwdecomp.decompress.cpu import CpuBackend
 from dask_hwdecomp.errors import CorruptPageError
 from dask_hwdecomp.jobs import Algo
 
-from corruption import MODES, corrupt
+from corruption import MODES, corrupt, lz4_reach_back
 from pagegen import assert_outputs, make_batch, run_batch, run_concurrently
 
 pytestmark = pytest.mark.gpu
@@ -83,6 +83,23 @@ def test_context_survives_corrupt_pages(nvcomp_backend, algo, mode):
     print(f"{algo.value} {mode}: {elapsed:.1f} s, restarts {nvcomp_backend.restarts}: {err.value}")
     # the same process, the same backend: the next batch is fine
     jobs, src, dst_len, expected = make_batch(GPU_ALGOS, _sizes(500, 6), seed=6)
+    assert_outputs(run_batch(nvcomp_backend, jobs, src, dst_len), jobs, expected)
+
+
+def test_an_lz4_match_reaching_before_its_block_is_refused_before_nvcomp_sees_it(nvcomp_backend):
+    # nvCOMP decodes such a block with status 0 to other bytes: the walk on the device refuses it first,
+    # as a page error of this call, and the service lives on (no restart).
+    jobs, src, dst_len, expected = make_batch([Algo.LZ4, Algo.SNAPPY], [60_000] * 40, seed=8)
+    lz4 = [j for j in jobs if j.algo is Algo.LZ4]
+    for job in lz4[3::5]:
+        lz4_reach_back(src, job.src_offset, job.src_size)
+    restarts = nvcomp_backend.restarts
+    with pytest.raises(CorruptPageError) as err:
+        run_batch(nvcomp_backend, jobs, src, dst_len)
+    assert err.value.location == lz4[3].location, str(err.value)
+    assert "reaches back before the block's start (checked on the GPU before nvCOMP)" in str(err.value)
+    assert nvcomp_backend.restarts == restarts
+    jobs, src, dst_len, expected = make_batch(GPU_ALGOS, _sizes(500, 9), seed=9)
     assert_outputs(run_batch(nvcomp_backend, jobs, src, dst_len), jobs, expected)
 
 
