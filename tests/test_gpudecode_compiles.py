@@ -1,4 +1,4 @@
-"""Every kernel the decoder (and the nvCOMP launcher's LZ4 check) launches compiles for a real GPU, without one.
+"""Every kernel the decoder (and the nvCOMP launcher's block checks) launches compiles for a real GPU, without one.
 
 numba's CUDA simulator runs kernels as Python, so it accepts code that
 numba-cuda's compiler refuses (``int()`` of an enum, a Python object in a
@@ -55,10 +55,10 @@ RECORD = textwrap.dedent('''
     block = cuda.to_device(np.arange(64, dtype=np.uint8))
     copy_pieces(cuda.to_device(np.zeros(64, np.uint8)), np.array([[device_address(block), 8, 16]], np.int64),
                 [(np.arange(8, dtype=np.uint8), np.array([[0, 8, 40]], np.int64))], cuda.stream())
-    # the LZ4 walk the nvCOMP launcher queues before nvCOMP's call
-    from dask_hwdecomp.gpu.lz4_check import warm_lz4_check
+    # the block walks the nvCOMP launcher queues before nvCOMP's call
+    from dask_hwdecomp.gpu.block_checks import warm_block_checks
 
-    warm_lz4_check()
+    warm_block_checks()
     with open(sys.argv[1], "wb") as f:
         pickle.dump(sorted(launches, key=repr), f)
 ''')

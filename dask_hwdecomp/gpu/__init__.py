@@ -18,8 +18,8 @@ batcher   merging concurrent ``decompress`` calls into one call per stream
 stream_runner  one stream with its arena and scratch running one call; the Launcher protocol
 nvcomp_lib  ctypes bindings of nvCOMP's batched C API
 nvcomp_launcher  one GPU call through nvCOMP: metadata block, one call per bitstream
-lz4_check  every LZ4 block of a call walked on the device before nvCOMP sees it
-cuda_jit  numba-cuda, imported once for every kernel (the decoder's and lz4_check's)
+block_checks  every LZ4 and Snappy block of a call walked on the device before nvCOMP sees it
+cuda_jit  numba-cuda, imported once for every kernel (the decoder's and block_checks')
 simulator numba's CUDA simulator made fit for the kernels (no GPU: CI, the tests' services)
 hwengine  the CUDA hardware decompression engine (``cuMemBatchDecompressAsync``)
 hwengine_launcher  one GPU call through the engine: params records, zeroed size slots

@@ -1,20 +1,27 @@
-"""The LZ4 walk on the GPU as the nvCOMP launcher queues it: over device memory it does not own, on its stream.
+"""The block walks on the GPU as the nvCOMP launcher queues them: over device memory they do not own, on its stream.
 
-``tests/test_lz4_check.py`` holds the kernel to the host walk and the host
-walk to the LZ4 library (under the simulator in CI, on the GPU here); this
-runs :func:`~dask_hwdecomp.gpu.lz4_check.queue_lz4_checks` itself: numba's
-views over raw device addresses, a ``gpu/`` stream, the faults and the
-swapped block pointers read back through the driver.
+``tests/test_block_checks.py`` holds the kernel to the host walks and the
+host walks to the reference decoders (under the simulator in CI); this
+runs :func:`~dask_hwdecomp.gpu.block_checks.queue_block_checks` itself on
+the GPU: numba's views over raw device addresses, a ``gpu/`` stream, the
+faults and the swapped block pointers read back through the driver.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from lz4_cases import compress, datas, mutants
+from block_cases import FORMATS, compress, datas, mutants
 
+from dask_hwdecomp.gpu.block_checks import (
+    BLOCK_OK,
+    WALK_LZ4,
+    WALK_SNAPPY,
+    lz4_block_fault,
+    queue_block_checks,
+    snappy_block_fault,
+)
 from dask_hwdecomp.gpu.device import Device
-from dask_hwdecomp.gpu.lz4_check import LZ4_OK, lz4_block_fault, queue_lz4_checks
 from dask_hwdecomp.gpu.ops import CudaOps
 
 pytestmark = pytest.mark.gpu
@@ -26,8 +33,13 @@ def ops(nvcomp_available):
         yield CudaOps(device)
 
 
-def test_the_launchers_queue_walks_raw_device_memory_on_its_stream(ops):
-    cases = [(compress(d), len(d)) for d in datas()] + list(mutants(400, seed=11))
+_WALKS = {"lz4": (WALK_LZ4, lz4_block_fault), "snappy": (WALK_SNAPPY, snappy_block_fault)}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_launchers_queue_walks_raw_device_memory_on_its_stream(ops, fmt):
+    walk, host_walk = _WALKS[fmt]
+    cases = [(compress(fmt, d), len(d)) for d in datas()] + list(mutants(fmt, 400, seed=11))
     arena = np.concatenate([np.frombuffer(b, np.uint8) for b, _ in cases])
     offsets = np.cumsum([0] + [len(b) for b, _ in cases[:-1]]).astype(np.uint64)
     sizes = np.array([len(b) for b, _ in cases], np.uint64)
@@ -43,14 +55,14 @@ def test_the_launchers_queue_walks_raw_device_memory_on_its_stream(ops):
         ops.htod(meta.ptr, host.ctypes.data, host.nbytes, stream)
         d_fault = meta.ptr + 24 * n
         ops.memset_d32(d_fault, 0, n + 1, stream)
-        queue_lz4_checks(stream, ptrs, sizes, meta.ptr, meta.ptr + 8 * n, meta.ptr + 16 * n, d_fault,
-                         empty=d_fault + 4 * n)
+        queue_block_checks(walk, stream, ptrs, sizes, meta.ptr, meta.ptr + 8 * n, meta.ptr + 16 * n, d_fault,
+                           empty=d_fault + 4 * n)
         ops.dtoh(back.ctypes.data, meta.ptr, back.nbytes, stream)
         ops.dtoh(fault.ctypes.data, d_fault, fault.nbytes, stream)
         ops.synchronize(stream)
-    want = np.array([lz4_block_fault(np.frombuffer(b, np.uint8), 0, len(b), s) for b, s in cases], np.int32)
+    want = np.array([host_walk(np.frombuffer(b, np.uint8), 0, len(b), s) for b, s in cases], np.int32)
     assert (fault == want).all()
-    bad = fault != LZ4_OK
+    bad = fault != BLOCK_OK
     assert bad.sum() > 100 and (~bad).sum() >= 5
     assert (back[:n][bad] == d_fault + 4 * n).all() and (back[n : 2 * n][bad] == 1).all()
     assert (back[:n][~bad] == ptrs[~bad]).all() and (back[n : 2 * n][~bad] == sizes[~bad]).all()
