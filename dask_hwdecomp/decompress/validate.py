@@ -20,8 +20,10 @@ from ..errors import CorruptPageError
 from ..format.codecs import ZSTD_MAGIC, snappy_preamble, zstd_content_size, zstd_descriptor
 from ..format.zstd_blocks import (
     BLOCK_HEADER_PAST,
+    BLOCK_LITERALS,
     BLOCK_OK,
     BLOCK_RESERVED,
+    BLOCK_SEQUENCES,
     BLOCK_TOO_LARGE,
     ZstdBlocks,
     zstd_block_max,
@@ -46,6 +48,10 @@ def _block_fault(blocks: ZstdBlocks, block_max: int) -> str:
         return f"reserved block type at byte {blocks.at}"
     if blocks.fault == BLOCK_TOO_LARGE:
         return f"block of {blocks.size} bytes exceeds the maximum {block_max}"
+    if blocks.fault == BLOCK_LITERALS:
+        return f"the literals section of the compressed block at byte {blocks.at} contradicts the block"
+    if blocks.fault == BLOCK_SEQUENCES:
+        return f"the sequences section header of the compressed block at byte {blocks.at} contradicts the block"
     return f"block of {blocks.size} bytes runs past the page"
 
 
