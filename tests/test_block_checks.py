@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from block_cases import FORMATS, compress, datas, library_reads, mutants
 
 from dask_hwdecomp.gpu.block_checks import (
     BLOCK_FAULTS,
@@ -26,6 +25,8 @@ from dask_hwdecomp.gpu.block_checks import (
 )
 from dask_hwdecomp.gpu.cuda_jit import cuda
 from dask_hwdecomp.gpu.nvcomp_launcher import NvcompLauncher
+
+from block_cases import FORMATS, compress, datas, library_reads, mutants
 
 _WALKS = {"lz4": (WALK_LZ4, lz4_block_fault), "snappy": (WALK_SNAPPY, snappy_block_fault)}
 _LZ4_OFFSET_ZERO = next(code for code, text in BLOCK_FAULTS.items() if text == "a match has offset 0")

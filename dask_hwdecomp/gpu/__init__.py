@@ -21,6 +21,8 @@ nvcomp_launcher  one GPU call through nvCOMP: metadata block, one call per bitst
 block_checks  every LZ4 and Snappy block of a call walked on the device before nvCOMP sees it
 cuda_jit  numba-cuda, imported once for every kernel (the decoder's and block_checks')
 simulator numba's CUDA simulator made fit for the kernels (no GPU: CI, the tests' services)
+device_pool  numba's device allocations from a pool by size class (set by cuda_jit), device_hold which decode holds them
+numba_streams  streams owned here, lent to numba's launches as external streams
 hwengine  the CUDA hardware decompression engine (``cuMemBatchDecompressAsync``)
 hwengine_launcher  one GPU call through the engine: params records, zeroed size slots
 hwengine_canaries  the engine selfcheck's call: outputs amid canaries, size slots to watch

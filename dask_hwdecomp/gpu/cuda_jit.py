@@ -1,10 +1,16 @@
-"""numba-cuda, imported once for every kernel module of the decoder.
+"""numba-cuda, imported once for every kernel of the package (the decoder's, the block checks').
 
 numba-cuda 0.30 registers an overload of ``numpy.row_stack``, which NumPy
 2.4 removed (it was an alias of ``numpy.vstack``); without the alias the
 import fails on NumPy >= 2.4. Kernel modules import ``cuda`` from here.
-Under numba's CUDA simulator the import also fits the simulator for the
-kernels (:mod:`.simulator`).
+
+On a GPU the import also makes numba allocate device memory from
+:class:`~.device_pool.PooledDeviceMemory`, before numba creates its
+context: a context takes its memory manager when it is created, so
+whichever kernel of the process runs first (the block checks' warm-up in
+the nvCOMP backend, or the decoder's) must find the pool already set.
+Under numba's CUDA simulator the import fits the simulator for the kernels
+instead (:mod:`.simulator`).
 """
 
 from __future__ import annotations
@@ -20,5 +26,9 @@ if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
     from .simulator import fit
 
     fit()  # a short switch interval, atomic block-shared arrays (see .simulator)
+else:
+    from .device_pool import PooledDeviceMemory
+
+    cuda.set_memory_manager(PooledDeviceMemory)
 
 __all__ = ["cuda"]

@@ -176,15 +176,6 @@ def _simulated() -> bool:
     return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
 
 
-def _use_pooled_memory(cuda) -> None:
-    """Make numba allocate device memory from :class:`~.device_pool.PooledDeviceMemory` (not in the simulator)."""
-    if _simulated():
-        return
-    from .device_pool import PooledDeviceMemory
-
-    cuda.set_memory_manager(PooledDeviceMemory)
-
-
 class _Waiting:
     """A queued request and where its runner puts the outcome."""
 
@@ -214,12 +205,14 @@ class HostedDecoder:
     """
 
     def __init__(self, runners: int = 1, copy_streams: int = 4):
+        # numba-cuda through gpu/ (which sets its pooled device memory) and streams that gpu/ owns.
         from ..gpu.cuda_jit import cuda
+        from ..gpu.numba_streams import NumbaStreams
         from . import runner
 
-        _use_pooled_memory(cuda)
         self._cuda = cuda
         self._runner = runner
+        self._streams = NumbaStreams()
         # Copies run on threads of their own, each with its stream: a new
         # thread's first CUDA call costs numba a context lookup (about 1 ms).
         self._copier = ThreadPoolExecutor(max(1, copy_streams), thread_name_prefix="hwdecomp-decoder-copy")
@@ -241,7 +234,7 @@ class HostedDecoder:
         self.bytes_out = 0
         # Seconds: requests waiting in the queue, merged runs, copies out.
         self.queue_s = self.run_s = self.copy_s = 0.0
-        self._threads = [threading.Thread(target=self._serve, args=(cuda.stream(),), daemon=True,
+        self._threads = [threading.Thread(target=self._serve, args=(self._streams.new(),), daemon=True,
                                           name=f"hwdecomp-decoder-{i}") for i in range(max(1, runners))]
         for t in self._threads:
             t.start()
@@ -298,7 +291,7 @@ class HostedDecoder:
                                           PlanRecords(plan.ranges, plan.chunks, plan.pages, plan.data_bytes)))
         # One file alone, then all of them merged (the first from pages kept
         # on the device): both paths launch every kernel.
-        stream = self._cuda.stream()
+        stream = self._streams.new()
         with self._first_launches:
             for group in (requests[:1], [_kept_on_device(requests[0], self._cuda), *requests[1:]]):
                 for pending in self._run(group, stream, counted=False):
@@ -312,7 +305,7 @@ class HostedDecoder:
             self._warm = not _simulated()
 
     def close(self) -> None:
-        """Stop the runners once the queue is empty (idempotent)."""
+        """Stop the runners once the queue is empty, then close the streams (idempotent)."""
         with self._wake:
             self._closing = True
             self._wake.notify_all()
@@ -320,6 +313,7 @@ class HostedDecoder:
             if t is not threading.current_thread():
                 t.join()
         self._copier.shutdown(wait=True)
+        self._streams.close()
 
     def stats(self) -> dict:
         """Counters: decodes, merged runs, bytes in, bytes of Arrow output written, and seconds.
@@ -430,7 +424,7 @@ class HostedDecoder:
 
     def _measure_and_write(self, merged: MergedPlan, requests: list[DecodeRequest], stream: Any) -> _Written:
         """Upload, measure, place and write ``merged`` (no output where a page failed)."""
-        from .device_hold import holding
+        from ..gpu.device_hold import holding
 
         cuda = self._cuda
         held: list = []  # the decode's inputs and scratch: freed once its stream is synchronised
@@ -520,7 +514,7 @@ class HostedDecoder:
     def _copy_on_this_thread(self, device: Any, dst: memoryview) -> None:
         stream = getattr(self._copy_local, "stream", None)
         if stream is None:
-            stream = self._copy_local.stream = self._cuda.stream()
+            stream = self._copy_local.stream = self._streams.new()
         device.copy_to_host(np.frombuffer(dst, dtype=np.uint8), stream=stream)
         stream.synchronize()
 

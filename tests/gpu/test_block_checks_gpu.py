@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from block_cases import FORMATS, compress, datas, mutants
 
 from dask_hwdecomp.gpu.block_checks import (
     BLOCK_OK,
@@ -23,6 +22,8 @@ from dask_hwdecomp.gpu.block_checks import (
 )
 from dask_hwdecomp.gpu.device import Device
 from dask_hwdecomp.gpu.ops import CudaOps
+
+from block_cases import FORMATS, compress, datas, mutants
 
 pytestmark = pytest.mark.gpu
 

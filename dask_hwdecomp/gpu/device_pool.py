@@ -30,8 +30,8 @@ from numba.cuda.cudadrv.driver import (
 )
 
 from .. import timeline
-from ..gpu.pool import size_class
 from .device_hold import current_holder
+from .pool import size_class
 
 __all__ = ["PooledDeviceMemory", "IDLE_CAP_BYTES"]
 
