@@ -90,59 +90,70 @@ WALK_SNAPPY = 1
 _THREADS = 64
 
 
-def _lz4(src, start, size, expected):  # pragma: no cover - compiled (host and device)
-    """The fault code of the LZ4 block ``src[start:start + size]`` decoding to ``expected`` bytes."""
-    if size <= 0:
-        return _EMPTY_INPUT
-    ip = start
-    iend = start + size
-    if expected == 0:
-        return BLOCK_OK if size == 1 and src[ip] == 0 else _WRONG_SIZE
-    op = 0
+def _extension(src, ip, limit):  # pragma: no cover - compiled (host and device)
+    """An LZ4 length's extension bytes from ``ip`` (each 255 continues): ``(their sum, ip past them)``.
+
+    The sum is -1 where a byte is read past ``limit``, the reference's read limit.
+    """
+    total = np.int64(0)
     while True:
-        token = np.int64(src[ip])
+        s = np.int64(src[ip])
         ip += 1
-        lit = token >> 4
-        if lit == 15:
-            limit = iend - 15
-            if ip >= limit:
-                return _LZ4_LITERAL_LENGTH_PAST
-            while True:
-                s = np.int64(src[ip])
-                ip += 1
-                lit += s
-                if ip > limit:
+        total += s
+        if ip > limit:
+            return np.int64(-1), ip
+        if s != 255:
+            return total, ip
+
+
+def _lz4_walk(extension):
+    """The LZ4 walk, calling ``extension`` (:func:`_extension` compiled for the same target)."""
+
+    def walk(src, start, size, expected):  # pragma: no cover - compiled (host and device)
+        """The fault code of the LZ4 block ``src[start:start + size]`` decoding to ``expected`` bytes."""
+        if size <= 0:
+            return _EMPTY_INPUT
+        ip = start
+        iend = start + size
+        if expected == 0:
+            return BLOCK_OK if size == 1 and src[ip] == 0 else _WRONG_SIZE
+        op = 0
+        while True:
+            token = np.int64(src[ip])
+            ip += 1
+            lit = token >> 4
+            if lit == 15:
+                if ip >= iend - 15:
                     return _LZ4_LITERAL_LENGTH_PAST
-                if s != 255:
-                    break
-        if op + lit > expected - 12 or ip + lit > iend - 8:
-            if ip + lit != iend or op + lit > expected:
-                return _LZ4_LAST_SEQUENCE
+                more, ip = extension(src, ip, iend - 15)
+                if more < 0:
+                    return _LZ4_LITERAL_LENGTH_PAST
+                lit += more
+            if op + lit > expected - 12 or ip + lit > iend - 8:
+                if ip + lit != iend or op + lit > expected:
+                    return _LZ4_LAST_SEQUENCE
+                op += lit
+                break
+            ip += lit
             op += lit
-            break
-        ip += lit
-        op += lit
-        offset = np.int64(src[ip]) | (np.int64(src[ip + 1]) << 8)
-        ip += 2
-        match = (token & 15) + 4
-        if match == 19:
-            limit = iend - 4
-            while True:
-                s = np.int64(src[ip])
-                ip += 1
-                match += s
-                if ip > limit:
+            offset = np.int64(src[ip]) | (np.int64(src[ip + 1]) << 8)
+            ip += 2
+            match = (token & 15) + 4
+            if match == 19:
+                more, ip = extension(src, ip, iend - 4)
+                if more < 0:
                     return _LZ4_MATCH_LENGTH_PAST
-                if s != 255:
-                    break
-        if offset == 0:
-            return _LZ4_OFFSET_ZERO
-        if offset > op:
-            return _LZ4_OFFSET_BEFORE_START
-        if op + match > expected - 5:
-            return _LZ4_MATCH_PAST_END
-        op += match
-    return BLOCK_OK if op == expected else _WRONG_SIZE
+                match += more
+            if offset == 0:
+                return _LZ4_OFFSET_ZERO
+            if offset > op:
+                return _LZ4_OFFSET_BEFORE_START
+            if op + match > expected - 5:
+                return _LZ4_MATCH_PAST_END
+            op += match
+        return BLOCK_OK if op == expected else _WRONG_SIZE
+
+    return walk
 
 
 def _snappy(src, start, size, expected):  # pragma: no cover - compiled (host and device)
@@ -216,10 +227,11 @@ def _snappy(src, start, size, expected):  # pragma: no cover - compiled (host an
     return BLOCK_OK if op == expected else _WRONG_SIZE
 
 
-lz4_block_fault = njit(nogil=True, cache=True)(_lz4)
-snappy_block_fault = njit(nogil=True, cache=True)(_snappy)
+# The host walks are the tests' references (not on the read path): compiled uncached, as closures.
+lz4_block_fault = njit(nogil=True)(_lz4_walk(njit(nogil=True)(_extension)))
+snappy_block_fault = njit(nogil=True)(_snappy)
 # Compiled into the kernel (and cached with it).
-_lz4_device = cuda.jit(device=True)(_lz4)
+_lz4_device = cuda.jit(device=True)(_lz4_walk(cuda.jit(device=True)(_extension)))
 _snappy_device = cuda.jit(device=True)(_snappy)
 
 
