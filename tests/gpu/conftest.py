@@ -23,6 +23,18 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
+def cuda_device():
+    """A CUDA device is here (the tests of numba's kernels and streams need no nvCOMP)."""
+    from dask_hwdecomp.gpu.device import bindings_installed, device_count
+
+    if not bindings_installed():
+        pytest.skip('cuda-bindings is not installed (in a checkout: pip install -e ".[gpu]")')
+    if device_count() < 1:  # 0 where the driver cannot be initialised
+        pytest.skip("no CUDA device")
+    return True
+
+
+@pytest.fixture(scope="session")
 def nvcomp_available():
     reason = registry.probe("nvcomp")
     if reason is not None:

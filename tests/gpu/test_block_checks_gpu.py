@@ -29,7 +29,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def ops(nvcomp_available):
+def ops(cuda_device):
     with Device(0) as device:
         yield CudaOps(device)
 

@@ -20,7 +20,7 @@ from block_cases import compress
 pytestmark = pytest.mark.gpu
 
 
-def test_numba_runs_on_streams_the_package_owns_and_allocates_from_its_pool(nvcomp_available):
+def test_numba_runs_on_streams_the_package_owns_and_allocates_from_its_pool(cuda_device):
     from dask_hwdecomp.gpu.device_pool import PooledDeviceMemory  # numba's driver: not under the simulator
 
     owner = NumbaStreams()
