@@ -5,20 +5,23 @@ After a frame's header come its blocks, each a 3-byte little-endian header
 for a raw or compressed block, one byte for an RLE block. A host check
 walks every block header before a GPU decoder sees the frame, so that a
 frame that runs past its page or declares a block larger than the format
-allows is refused first. Of a compressed block it also reads the section
-headers, as libzstd does before decoding anything (RFC 8878, 3.1.1.3):
-the literals section's type and sizes against the block (a treeless one
-needs a Huffman table earlier in the frame; four Huffman streams need 6
-literals or more, and each stream at least one byte, ending in its end
-mark), and the sequences section's count, its modes' reserved bits, a
-repeated table only after a block with sequences, an RLE symbol within its
-alphabet, and the sequences bitstream's end mark. Noise behind a valid
-block header (what made nvCOMP read outside its buffers) mostly fails
-these; what passes them is decoded on the GPU. :func:`zstd_blocks` is that walk, compiled and
-without the GIL, for the table-wide check
-(:mod:`~dask_hwdecomp.decompress.table_checks`) and, called from Python,
-for the reference (:mod:`~dask_hwdecomp.decompress.validate`) that names
-what it found.
+allows is refused first.
+
+Of a compressed block it also reads the section headers, as libzstd does
+before decoding anything (RFC 8878, 3.1.1.3): the literals section's type
+and sizes against the block (a treeless one needs a Huffman table earlier
+in the frame; four Huffman streams need 6 literals or more, and each
+stream at least one byte, ending in its end mark), and the sequences
+section's count, its modes' reserved bits, a repeated table only after a
+block with sequences, an RLE symbol within its alphabet, and the sequences
+bitstream's end mark. Noise behind a valid block header (what made nvCOMP
+read outside its buffers) mostly fails these; what passes them is decoded
+on the GPU.
+
+:func:`zstd_blocks` is that walk, compiled and without the GIL, for the
+table-wide check (:mod:`~dask_hwdecomp.decompress.table_checks`) and,
+called from Python, for the reference
+(:mod:`~dask_hwdecomp.decompress.validate`) that names what it found.
 """
 
 from __future__ import annotations
