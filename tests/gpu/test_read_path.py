@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import time
 import types
 import warnings
@@ -21,6 +24,28 @@ from dask_hwdecomp.routing import registry
 
 from corruption import corrupt
 from helpers import assert_tables_equal, corpus_root
+
+# Reads a file through the GPU service, then checks the service's registrations and that this process
+# holds no CUDA context; prints "no-context".
+_CONTEXT_FREE_READER = textwrap.dedent("""
+    import sys
+    from cuda.bindings import driver
+    import dask_hwdecomp
+    from dask_hwdecomp.options import Options
+    from dask_hwdecomp.routing import registry
+    dask_hwdecomp.read_table(sys.argv[1], backend="nvcomp")
+    backend = registry.get_backend("nvcomp", Options(backend="nvcomp"))
+    stats = backend.stats()
+    assert backend.pid is not None and stats["service_pid"] == backend.pid, stats
+    assert stats["host_registrations"] > 0 and stats["host_registration_failures"] == 0, stats
+    driver.cuInit(0)
+    _, dev = driver.cuDeviceGet(0)
+    err, _flags, active = driver.cuDevicePrimaryCtxGetState(dev)
+    assert int(err) == 0 and not active, "this reading process created a CUDA context"
+    err, ctx = driver.cuCtxGetCurrent()
+    assert int(err) == 0 and int(ctx) == 0, "this reading process has a current CUDA context"
+    print("no-context")
+""")
 
 pytestmark = pytest.mark.gpu
 
@@ -171,19 +196,11 @@ def test_corrupt_page_in_file_is_named_and_next_read_succeeds(nvcomp_available, 
 
 
 def test_zz_reader_process_holds_no_cuda_context(nvcomp_available, tmp_path, matrix_source):
-    # Runs last in this module: every read above went through the GPU service.
-    from cuda.bindings import driver
-
+    # A fresh reading process (this one may hold a context: other GPU tests run numba here) reads
+    # through the GPU service and checks, after the read, that it created no CUDA context.
     path = tmp_path / "s.parquet"
     pq.write_table(matrix_source, path, compression="zstd")
-    dask_hwdecomp.read_table(path, backend="nvcomp")
-    backend = registry.get_backend("nvcomp", Options(backend="nvcomp"))
-    stats = backend.stats()
-    assert backend.pid is not None and stats["service_pid"] == backend.pid
-    assert stats["host_registrations"] > 0 and stats["host_registration_failures"] == 0, stats
-    driver.cuInit(0)
-    _, dev = driver.cuDeviceGet(0)
-    err, _flags, active = driver.cuDevicePrimaryCtxGetState(dev)
-    assert int(err) == 0 and not active, "this process created a CUDA context"
-    err, ctx = driver.cuCtxGetCurrent()
-    assert int(err) == 0 and int(ctx) == 0
+    reader = subprocess.run([sys.executable, "-c", _CONTEXT_FREE_READER, str(path)], capture_output=True,
+                            text=True, timeout=300)
+    assert reader.returncode == 0, reader.stderr[-3000:]
+    assert reader.stdout.split()[-1] == "no-context", reader.stdout[-2000:]
