@@ -6,7 +6,7 @@ import numpy as np
 
 from dask_hwdecomp.jobs import Algo
 
-__all__ = ["corrupt", "corrupt_file", "data_pages", "lz4_reach_back", "snappy_reach_back", "MODES"]
+__all__ = ["corrupt", "corrupt_file", "data_pages", "MODES"]
 
 MODES = ("noise", "bitflip", "truncate")
 
@@ -19,69 +19,6 @@ def varint(v: int) -> bytes:
         v >>= 7
     out.append(v)
     return bytes(out)
-
-
-def lz4_reach_back(src: bytearray, start: int, size: int) -> int:
-    """Point the first match of the LZ4 block ``src[start:start + size]`` one byte before the block's start.
-
-    The damage nvCOMP 6.0 decodes with status 0 (measured on an H100) and
-    the LZ4 library refuses. Returns the match's input position; raises
-    ``ValueError`` for a block of literals only.
-    """
-    ip, end, produced = start, start + size, 0
-    while ip < end:
-        token = src[ip]
-        ip += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                lit += src[ip]
-                ip += 1
-                if src[ip - 1] != 255:
-                    break
-        ip += lit
-        produced += lit
-        if ip >= end:
-            break
-        if produced + 1 < 1 << 16:
-            src[ip : ip + 2] = (produced + 1).to_bytes(2, "little")
-            return ip
-        raise ValueError("the first match comes too late for a 16-bit offset")
-    raise ValueError("a block of literals only")
-
-
-def snappy_reach_back(src: bytearray, start: int, size: int) -> int:
-    """Point the first copy of the raw Snappy block ``src[start:start + size]`` one byte before its start.
-
-    The block keeps its length; Google's Snappy refuses it. Returns the
-    copy's tag position; raises ``ValueError`` for a block of literals only.
-    """
-    ip, end, produced = start, start + size, 0
-    while src[ip] & 0x80:  # the length varint
-        ip += 1
-    ip += 1
-    while ip < end:
-        tag, kind = src[ip], src[ip] & 3
-        if kind == 0:
-            n = (tag >> 2) + 1
-            extra = n - 60 if n > 60 else 0
-            if extra:
-                n = int.from_bytes(src[ip + 1 : ip + 1 + extra], "little") + 1
-            ip += 1 + extra + n
-            produced += n
-            continue
-        far = produced + 1
-        if kind == 1 and far < 1 << 11:
-            src[ip] = (tag & 0x1F) | ((far >> 8) << 5)
-            src[ip + 1] = far & 0xFF
-        elif kind == 2 and far < 1 << 16:
-            src[ip + 1 : ip + 3] = far.to_bytes(2, "little")
-        elif kind == 3:
-            src[ip + 1 : ip + 5] = far.to_bytes(4, "little")
-        else:
-            raise ValueError("the first copy comes too late for its offset's width")
-        return ip
-    raise ValueError("a block of literals only")
 
 
 def corrupt(algo: Algo, mode: str, job, src: bytearray, rng: np.random.Generator) -> None:

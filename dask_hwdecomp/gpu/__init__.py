@@ -18,8 +18,7 @@ batcher   merging concurrent ``decompress`` calls into one call per stream
 stream_runner  one stream with its arena and scratch running one call; the Launcher protocol
 nvcomp_lib  ctypes bindings of nvCOMP's batched C API
 nvcomp_launcher  one GPU call through nvCOMP: metadata block, one call per bitstream
-block_checks  every LZ4 and Snappy block of a call walked on the device before nvCOMP sees it
-cuda_jit  numba-cuda, imported once for every kernel (the decoder's and block_checks')
+cuda_jit  numba-cuda, imported once for every kernel (the decoder's)
 simulator numba's CUDA simulator made fit for the kernels (no GPU: CI, the tests' services)
 device_pool  numba's device allocations from a pool by size class (set by cuda_jit), device_hold which decode holds them
 numba_streams  streams owned here, lent to numba's launches as external streams

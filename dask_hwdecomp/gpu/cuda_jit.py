@@ -1,4 +1,4 @@
-"""numba-cuda, imported once for every kernel of the package (the decoder's, the block checks').
+"""numba-cuda, imported once for every kernel of the package.
 
 numba-cuda 0.30 registers an overload of ``numpy.row_stack``, which NumPy
 2.4 removed (it was an alias of ``numpy.vstack``); without the alias the
@@ -7,8 +7,8 @@ import fails on NumPy >= 2.4. Kernel modules import ``cuda`` from here.
 On a GPU the import also makes numba allocate device memory from
 :class:`~.device_pool.PooledDeviceMemory`, before numba creates its
 context: a context takes its memory manager when it is created, so
-whichever kernel of the process runs first (the block checks' warm-up in
-the nvCOMP backend, or the decoder's) must find the pool already set.
+whichever kernel of the process runs first must find the pool already
+set.
 Under numba's CUDA simulator the import fits the simulator for the kernels
 instead (:mod:`.simulator`).
 """

@@ -9,10 +9,6 @@ actual sizes and statuses and the outputs come back, and the stream is
 synchronised once. Known output sizes mean nvCOMP never has to size outputs
 itself (no hidden synchronisation). Every page's status and size is checked,
 and the call's CRC-32s run in the same stream (:mod:`dask_hwdecomp.gpu.checksums`).
-LZ4 and Snappy blocks are walked on the device first
-(:mod:`dask_hwdecomp.gpu.block_checks`): nvCOMP decodes some corrupt ones
-silently or reads outside its buffers on them, so a block at fault reaches
-it as an empty block and fails with the check's status.
 
 Bitstreams: SNAPPY (raw block), DEFLATE (raw RFC 1951, inputs copied to
 4-byte aligned addresses), LZ4 (block), ZSTD (frames).
@@ -26,14 +22,6 @@ import numpy as np
 
 from ..jobs import ALGOS, Algo
 from ..rounding import round_up
-from .block_checks import (
-    BLOCK_STATUS,
-    WALK_LZ4,
-    WALK_SNAPPY,
-    block_status_text,
-    queue_block_checks,
-    warm_block_checks,
-)
 from .errors import nvcomp_status_text
 from .staging import DEVICE_ALIGN
 from .stream_runner import Prepared
@@ -43,7 +31,6 @@ __all__ = ["NvcompLauncher"]
 _FMT = {Algo.SNAPPY: "Snappy", Algo.DEFLATE: "Deflate", Algo.LZ4: "LZ4", Algo.ZSTD: "Zstd"}
 _ORDER = {a: i for i, a in enumerate(_FMT)}
 _MAX_CHUNK = (1 << 31) - 1  # the smallest of the formats' decompression limits
-_WALKS = {Algo.LZ4: WALK_LZ4, Algo.SNAPPY: WALK_SNAPPY}  # the bitstreams walked before nvCOMP's call
 
 
 class _Group(NamedTuple):
@@ -63,7 +50,6 @@ class _State(NamedTuple):
     groups: list[_Group]
     temp_bytes: int
     meta_bytes: int
-    fault_offset: int  # scratch offset of the block check's fault slots (n + 1 words), or -1: no job walked
 
 
 class NvcompLauncher:
@@ -95,7 +81,6 @@ class NvcompLauncher:
                 # Outputs sit at the reader's byte offsets; nvCOMP 6 needs 1.
                 raise RuntimeError(f"nvCOMP {fmt} wants {align.output}-byte aligned outputs; only 1 is supported")
             self._align[algo] = align
-        warm_block_checks()  # numba compiles it now, not under the first call's deadline
 
     def input_align(self, algo) -> int:
         return self._align[algo].input
@@ -105,7 +90,7 @@ class NvcompLauncher:
 
     @staticmethod
     def status_text(status: int) -> str:
-        return block_status_text(status) if status <= BLOCK_STATUS else nvcomp_status_text(status)
+        return nvcomp_status_text(status)
 
     def prepare(self, rows: np.ndarray, stream) -> Prepared:
         n = len(rows)
@@ -120,13 +105,8 @@ class NvcompLauncher:
         for g in groups:
             temp = max(temp, self.lib.temp_bytes(_FMT[g.algo], g.num_jobs, g.biggest, g.total, stream.handle))
         meta = round_up(32 * n, DEVICE_ALIGN) + round_up(8 * n, DEVICE_ALIGN) + round_up(4 * n, DEVICE_ALIGN)
-        fault = -1
-        if any(g.algo in _WALKS for g in groups):
-            fault = meta
-            meta += round_up(4 * (n + 1), DEVICE_ALIGN)
-        return Prepared(device_bytes=meta + temp + 256, host_bytes=32 * n + 12 * n + (4 * n if fault >= 0 else 0),
-                        state=_State(rows=rows, groups=groups, temp_bytes=temp, meta_bytes=meta,
-                                     fault_offset=fault))
+        return Prepared(device_bytes=meta + temp + 256, host_bytes=32 * n + 12 * n,
+                        state=_State(rows, groups, temp, meta))
 
     def launch(self, state: _State, stream, src_ptrs, dst_ptrs, scratch: int, host):
         rows, temp_bytes, meta = state.rows, state.temp_bytes, state.meta_bytes
@@ -143,16 +123,6 @@ class NvcompLauncher:
         temp = scratch + meta
         ops = self.ops
         ops.htod(scratch, host_ptr, 32 * n, stream)
-        if state.fault_offset >= 0:
-            d_fault = scratch + state.fault_offset
-            ops.memset_d32(d_fault, 0, n + 1, stream)  # no fault; the word after the slots: the empty block
-            for g in state.groups:
-                if g.algo in _WALKS:
-                    end = g.start + g.num_jobs
-                    queue_block_checks(_WALKS[g.algo], stream, src_ptrs[g.start : end], rows["src_size"][g.start : end],
-                                       d_src + 8 * g.start, d_src_sizes + 8 * g.start, d_caps + 8 * g.start,
-                                       d_fault + 4 * g.start, empty=d_fault + 4 * n)
-            ops.dtoh(host_ptr + 44 * n, d_fault, 4 * n, stream)
         for g in state.groups:
             start = g.start
             self.lib.decompress(
@@ -175,10 +145,6 @@ class NvcompLauncher:
         def collect():
             actual = np.frombuffer(host_view, dtype=np.uint64, count=n, offset=32 * n).copy()
             status = np.frombuffer(host_view, dtype=np.int32, count=n, offset=40 * n).copy()
-            if state.fault_offset >= 0:
-                fault = np.frombuffer(host_view, dtype=np.int32, count=n, offset=44 * n)
-                refused = fault != 0
-                status[refused] = BLOCK_STATUS - fault[refused]
             return actual, status
 
         return collect
