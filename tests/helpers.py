@@ -66,6 +66,19 @@ def gpu_available() -> bool:
     return any(registry.probe(name) is None for name in GPU_BACKENDS)
 
 
+# Lines for a reading subprocess's script: after its reads, it holds no CUDA context (the GPU service does
+# the GPU work), neither created nor current.
+NO_CUDA_CONTEXT_CHECK = """
+from cuda.bindings import driver
+driver.cuInit(0)
+_, dev = driver.cuDeviceGet(0)
+err, _flags, active = driver.cuDevicePrimaryCtxGetState(dev)
+assert int(err) == 0 and not active, "this reading process created a CUDA context"
+err, ctx = driver.cuCtxGetCurrent()
+assert int(err) == 0 and int(ctx) == 0, "this reading process has a current CUDA context"
+"""
+
+
 # apache/parquet-testing, shipped with the tests (its LICENSE.txt and SOURCE.txt beside it).
 SHIPPED_CORPUS = REPO / "tests" / "data" / "parquet-testing"
 

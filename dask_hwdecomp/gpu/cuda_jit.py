@@ -20,11 +20,11 @@ import numpy as np
 if not hasattr(np, "row_stack"):
     np.row_stack = np.vstack
 
-from numba import config, cuda  # noqa: E402
+from numba import cuda  # noqa: E402
 
-if config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
-    from .simulator import fit
+from .simulator import fit, simulated  # noqa: E402
 
+if simulated():
     fit()  # a short switch interval, atomic block-shared arrays (see .simulator)
 else:
     from .device_pool import PooledDeviceMemory

@@ -15,14 +15,9 @@ import threading
 from typing import Any
 
 from .cuda_jit import cuda
+from .simulator import simulated
 
 __all__ = ["NumbaStreams"]
-
-
-def _simulated() -> bool:
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
 
 
 class NumbaStreams:
@@ -39,7 +34,7 @@ class NumbaStreams:
         self._owned: list = []
         self._closed = False
         self._device = None
-        if not _simulated():
+        if not simulated():
             from .device import Device
 
             self._device = Device(0)

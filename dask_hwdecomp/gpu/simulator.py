@@ -21,12 +21,19 @@ import traceback
 
 import numpy as np
 
-__all__ = ["SWITCH_INTERVAL_S", "fit"]
+__all__ = ["SWITCH_INTERVAL_S", "fit", "simulated"]
 
 # Seconds a thread holds the GIL under the simulator.
 SWITCH_INTERVAL_S = 1e-4
 
 _fitted = False
+
+
+def simulated() -> bool:
+    """Whether numba-cuda runs under its CUDA simulator here (``NUMBA_ENABLE_CUDASIM``)."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
 
 
 def fit() -> None:

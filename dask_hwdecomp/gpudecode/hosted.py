@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .. import timeline
+from ..gpu.simulator import simulated
 from .merge import MergedPlan, PlanRecords, merge_plans, place_members
 from .uploads import KeptPages, device_address, plan_uploads
 
@@ -170,12 +171,6 @@ def _kept_on_device(request: DecodeRequest, cuda: Any) -> DecodeRequest:
     return dataclasses.replace(request, kept=(KeptPages(cuda.to_device(host), spans, outputs),))
 
 
-def _simulated() -> bool:
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
-
-
 class _Waiting:
     """A queued request and where its runner puts the outcome."""
 
@@ -302,7 +297,7 @@ class HostedDecoder:
                         pending.close()
             # numba's simulator swaps one process-wide module per launch:
             # there, decodes stay one at a time.
-            self._warm = not _simulated()
+            self._warm = not simulated()
 
     def close(self) -> None:
         """Stop the runners once the queue is empty, then close the streams (idempotent)."""
@@ -536,7 +531,7 @@ class _GpuClock:
 
     def __init__(self, cuda: Any, stream: Any) -> None:
         self._cuda, self._stream = cuda, stream
-        self._marks: list | None = [] if timeline.enabled() and not _simulated() else None
+        self._marks: list | None = [] if timeline.enabled() and not simulated() else None
         self._t0 = time.perf_counter()
 
     def mark(self, name: str = "") -> None:

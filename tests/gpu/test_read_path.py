@@ -23,13 +23,12 @@ from dask_hwdecomp.options import Options
 from dask_hwdecomp.routing import registry
 
 from corruption import corrupt
-from helpers import assert_tables_equal, corpus_root
+from helpers import NO_CUDA_CONTEXT_CHECK, assert_tables_equal, corpus_root
 
 # Reads a file through the GPU service, then checks the service's registrations and that this process
 # holds no CUDA context; prints "no-context".
 _CONTEXT_FREE_READER = textwrap.dedent("""
     import sys
-    from cuda.bindings import driver
     import dask_hwdecomp
     from dask_hwdecomp.options import Options
     from dask_hwdecomp.routing import registry
@@ -38,14 +37,8 @@ _CONTEXT_FREE_READER = textwrap.dedent("""
     stats = backend.stats()
     assert backend.pid is not None and stats["service_pid"] == backend.pid, stats
     assert stats["host_registrations"] > 0 and stats["host_registration_failures"] == 0, stats
-    driver.cuInit(0)
-    _, dev = driver.cuDeviceGet(0)
-    err, _flags, active = driver.cuDevicePrimaryCtxGetState(dev)
-    assert int(err) == 0 and not active, "this reading process created a CUDA context"
-    err, ctx = driver.cuCtxGetCurrent()
-    assert int(err) == 0 and int(ctx) == 0, "this reading process has a current CUDA context"
-    print("no-context")
-""")
+""") + NO_CUDA_CONTEXT_CHECK + 'print("no-context")\n'
+
 
 pytestmark = pytest.mark.gpu
 
