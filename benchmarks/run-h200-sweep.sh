@@ -7,6 +7,7 @@
 # so that a run cut short by the call's limit loses only its own shape:
 #   bash benchmarks/run-h200-sweep.sh 4x4,16x1      then      bash benchmarks/run-h200-sweep.sh 1x16
 # Environment: SWEEP_S (seconds for all shapes, default 540), REPEATS (2), CODECS (snappy,lz4_raw,zstd,gzip),
+# SIZE and FILES (3GB and 32 per dataset; smaller is a small-read result, labelled by its name),
 # TREE (a .devcarry/NAME tree to measure instead of this one). Carry .whl (shared/tools/device-wheels.sh).
 set -o pipefail
 shapes=${1:-4x4}
@@ -18,11 +19,11 @@ root=$PWD; src=$root; [ -n "$TREE" ] && src=$root/.devcarry/$TREE
 end=$((SECONDS + ${SWEEP_S:-540}))
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for shape in ${shapes//,/ }; do
-  name=sweep-$shape; left=$((end - SECONDS))
+  name=sweep-$shape; [ -n "$SIZE" ] && name=$name-$SIZE; left=$((end - SECONDS))
   [ $left -lt 30 ] && { echo "$name: not run, $left s left"; continue; }
   t0=$SECONDS
   (cd /tmp && PYTHONPATH=/tmp/site:$src timeout "$left" python3 -m dask_hwdecomp bench --out "/tmp/$name" \
-    --no-progress --data-dir /tmp/bdata --keep-data --datasets lineitem,entropy --size 3GB --files 32 \
+    --no-progress --data-dir /tmp/bdata --keep-data --datasets lineitem,entropy --size ${SIZE:-3GB} --files ${FILES:-32} \
     --codecs "${CODECS:-snappy,lz4_raw,zstd,gzip}" --repeats "${REPEATS:-2}" --backends auto --decodes auto,cpu \
     --cluster "$shape" --schedulers distributed --parts e2e > "$OUT/$name.log" 2>&1)
   echo "$name: rc=$? in $((SECONDS - t0)) s"; grep -E "Error|Traceback" "$OUT/$name.log" | cut -c1-200 | tail -5
