@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from . import report_processes, timeline
 
-__all__ = ["ReadReport", "CodecStats", "DecodeStats", "Fallback", "collect_reports", "STAGES", "PYARROW_NO_GPU",
+__all__ = ["ReadReport", "CodecStats", "DecodeStats", "Fallback", "collect_reports", "STAGES", "PYARROW_NO_GPU", "PYARROW_CHOSEN", "PYARROW_READERS",
            "UNKNOWN_CODEC", "DECODED_ON", "NOT_GATHERED", "NotGatheredWarning"]
 
 STAGES = ("io", "kernel_load", "scan", "decompress", "gpu_decode", "decode", "pyarrow")
@@ -35,6 +35,11 @@ DECODED_ON = ("gpu", "pyarrow")
 # on a machine where no GPU backend can run). pyarrow does not say how many
 # pages it read: such rows count bytes from the footer, never pages.
 PYARROW_NO_GPU = "pyarrow (no GPU)"
+# The backend a report names when ``auto`` had a GPU but chose pyarrow's own
+# reader as the faster way for a file (:mod:`dask_hwdecomp.routing.ways`).
+PYARROW_CHOSEN = "pyarrow (faster here)"
+# Both: rows whose bytes come from the footer, never pages.
+PYARROW_READERS = (PYARROW_NO_GPU, PYARROW_CHOSEN)
 # The codec of a pyarrow row whose footer was not read again for the report
 # (a file on a remote filesystem, where that would cost a request).
 UNKNOWN_CODEC = "UNKNOWN"
@@ -225,7 +230,7 @@ class ReadReport:
             "batches": self.batches,
             "stages_s": dict(self.stages),
             "by_backend": [
-                {"backend": b, "codec": c, **s.__dict__, **({"pages": None} if b == PYARROW_NO_GPU else {})}
+                {"backend": b, "codec": c, **s.__dict__, **({"pages": None} if b in PYARROW_READERS else {})}
                 for (b, c), s in sorted(self.by_backend.items())
             ],
             "fallbacks": [list(f) for f in self.fallbacks],
@@ -245,8 +250,8 @@ class ReadReport:
         """Human-readable lines: one per (backend, codec), then stages."""
         lines = [f"nothing gathered: {self.not_gathered}"] if self.not_gathered else []
         for (b, c), s in sorted(self.by_backend.items()):
-            if b == PYARROW_NO_GPU:
-                lines.append(_pyarrow_line(c, s))
+            if b in PYARROW_READERS:
+                lines.append(_pyarrow_line(b, c, s))
                 continue
             lines.append(
                 f"{c:>12} on {b:<8} {s.pages:>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
@@ -308,11 +313,11 @@ class ReadReport:
         return self.summary()
 
 
-def _pyarrow_line(codec: str, s: CodecStats) -> str:
+def _pyarrow_line(backend: str, codec: str, s: CodecStats) -> str:
     if codec == UNKNOWN_CODEC:
-        return f"{'?':>12} on {PYARROW_NO_GPU}: codecs and sizes not read (remote files); pages not counted"
+        return f"{'?':>12} on {backend}: codecs and sizes not read (remote files); pages not counted"
     return (
-        f"{codec:>12} on {PYARROW_NO_GPU} {'?':>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
+        f"{codec:>12} on {backend} {'?':>8} pages {s.compressed_bytes / 1e6:>10.1f} MB -> "
         f"{s.uncompressed_bytes / 1e6:>10.1f} MB (sizes from the footer; pyarrow does not count pages)"
     )
 

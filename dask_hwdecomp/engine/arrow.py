@@ -36,14 +36,14 @@ from ..readpath.assemble import ImageTable
 from ..readpath.batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND
 from ..readpath.decode_report import account_pyarrow_columns
 from ..readpath.filters import filter_columns
-from ..readpath.passthrough import account_pyarrow_read, local_footer
+from ..readpath.passthrough import account_chosen_read, account_pyarrow_read, local_footer
 from ..readpath.sequence import decode_image
 from ..report import ReadReport, publish
 from ..routing.router import pyarrow_reads
 from . import metrics
 from .gputable import image_table
 from .imagefs import ImageFileSystem
-from .prepare import current_images, needed_columns, piece_key, prepared_images
+from .prepare import current_choices, current_images, needed_columns, piece_key, prepared_images
 
 __all__ = ["HwdecompEngine", "DASK_SEAMS", "DaskSeam"]
 
@@ -252,6 +252,16 @@ class HwdecompEngine(ArrowDatasetEngine):
         image = None
         if images is not None and isinstance(path_or_frag, str):
             image = images.get(piece_key(path_or_frag, row_groups))
+        chosen = current_choices().get(piece_key(path_or_frag, row_groups)) if isinstance(path_or_frag, str) else None
+        if image is None and chosen is not None:
+            # auto found pyarrow's own read the faster way for this piece.
+            report = _report.get(None) or ReadReport()
+            with report.stage("pyarrow"):
+                table = super()._read_table(
+                    path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
+                )
+            account_chosen_read(report, chosen, table, _partition_names(partitions))
+            return table
         if image is None:
             # Not prepared here (a fallback file, or a call from outside
             # read_partition): pyarrow reads it, as the parent does.

@@ -15,7 +15,7 @@ once the reads' tasks have finished.
 
 from __future__ import annotations
 
-from ..report import PYARROW_NO_GPU, UNKNOWN_CODEC, ReadReport
+from ..report import PYARROW_NO_GPU, PYARROW_READERS, UNKNOWN_CODEC, ReadReport
 
 __all__ = ["digest", "cluster_metrics", "cluster_report", "PREFIX"]
 
@@ -40,7 +40,7 @@ def digest(report: ReadReport) -> None:
             context_meter.digest_metric(f"{PREFIX}-{stage}", seconds, "seconds")
     for (backend, codec), s in report.by_backend.items():
         label = f"{PREFIX}-{backend}-{codec}"
-        if backend == PYARROW_NO_GPU:
+        if backend in PYARROW_READERS:
             # pyarrow does not count pages; its bytes come from the footer.
             if codec != UNKNOWN_CODEC:
                 context_meter.digest_metric(label, s.compressed_bytes, "compressed-bytes")
@@ -50,6 +50,7 @@ def digest(report: ReadReport) -> None:
         context_meter.digest_metric(label, s.compressed_bytes, "compressed-bytes")
         context_meter.digest_metric(label, s.uncompressed_bytes, "bytes")
     if any(backend == PYARROW_NO_GPU for backend, _ in report.by_backend):
+        # Such a read went to pyarrow whole: every file of it.
         context_meter.digest_metric(f"{PREFIX}-{PYARROW_NO_GPU}", report.files, "files")
     for where, total in report.decoded_on().items():
         # Arrow bytes decoded on the GPU and by pyarrow: where decoding went.

@@ -12,9 +12,10 @@ from ..readpath.plan import Piece
 from ..readpath.sequence import batches, plan_pieces
 from ..report import ReadReport
 
-__all__ = ["piece_key", "prepared_images", "current_images", "needed_columns"]
+__all__ = ["piece_key", "prepared_images", "current_images", "current_choices", "needed_columns"]
 
 _images: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hwdecomp_images", default=None)
+_choices: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hwdecomp_choices", default=None)
 
 
 def piece_key(path: str, row_groups) -> tuple:
@@ -62,10 +63,13 @@ def _normalize(piece) -> tuple[str, object]:
 def prepared_images(fs, pieces: list, columns, options: Options, report: ReadReport) -> Iterator[dict]:
     """Decompress every piece; yield ``{piece_key: Image or None}``.
 
-    ``None`` marks a piece pyarrow must read itself (reported and warned
-    about by :func:`dask_hwdecomp.readpath.sequence.fallback`). The images are valid
-    inside the ``with`` block only, and are visible to
-    :func:`current_images` in this context.
+    ``None`` marks a piece pyarrow reads itself: one the page path cannot
+    serve (reported and warned about by
+    :func:`dask_hwdecomp.readpath.sequence.fallback`), or one ``auto``
+    chose to read with pyarrow as the faster way (its plan, with the
+    reason, in :func:`current_choices`). The images are valid inside the
+    ``with`` block only, and are visible to :func:`current_images` in this
+    context.
     """
     images: dict = {}
     unique: list[Piece] = []
@@ -75,18 +79,26 @@ def prepared_images(fs, pieces: list, columns, options: Options, report: ReadRep
             images[key] = None
             unique.append(Piece(key[0], key[1]))
     plans = plan_pieces(fs, unique, columns, options, report)
+    choices = {piece_key(p.piece.path, p.piece.row_groups): p for p in plans if p.pyarrow_way is not None}
     with contextlib.ExitStack() as stack:
         for batch in batches(fs, plans, options, report):
             stack.enter_context(batch)
             for image in batch.images:
                 images[piece_key(image.plan.piece.path, image.plan.piece.row_groups)] = image
         token = _images.set(images)
+        chosen = _choices.set(choices)
         try:
             yield images
         finally:
+            _choices.reset(chosen)
             _images.reset(token)
 
 
 def current_images() -> dict | None:
     """The images of the partition being read in this context, if any."""
     return _images.get()
+
+
+def current_choices() -> dict:
+    """``{piece_key: PiecePlan}`` of the pieces ``auto`` chose pyarrow's own read for, in this context."""
+    return _choices.get() or {}

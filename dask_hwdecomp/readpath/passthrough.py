@@ -1,11 +1,14 @@
 """Reads pyarrow does itself, and what their report can honestly say.
 
-Two kinds of read go to pyarrow's own reader: a file the page path cannot
-serve (an encrypted one, see :func:`~dask_hwdecomp.readpath.reader.fallback`), and
+Three kinds of read go to pyarrow's own reader: a file the page path cannot
+serve (an encrypted one, see :func:`~dask_hwdecomp.readpath.sequence.fallback`),
 every read of ``backend="auto"`` on a machine where no GPU backend can run
 (:func:`~dask_hwdecomp.routing.router.pyarrow_reads`): there the CPU
 pool would only repeat pyarrow's decompression, plus a page scan and an
-uncompressed copy of the data.
+uncompressed copy of the data; and, with a GPU, a file for which ``auto``
+found pyarrow's own read the faster way
+(:func:`~dask_hwdecomp.routing.ways.choose`; :func:`account_chosen_read`,
+from the plan the choice was made on).
 
 pyarrow does not say what it decompressed; the file's footer does. Its
 column chunk sizes are reported per codec (UNCOMPRESSED included, so that
@@ -26,12 +29,14 @@ from collections.abc import Collection
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..format.structs import CODEC_NAMES, ColumnMetaData, RowGroup
 from ..names import chunk_path
-from ..report import PYARROW_NO_GPU, UNKNOWN_CODEC, ReadReport
+from ..report import PYARROW_CHOSEN, PYARROW_NO_GPU, UNKNOWN_CODEC, ReadReport
 from .decode_report import account_pyarrow_columns
 from .fetch import is_local
+from .plan import PiecePlan
 
-__all__ = ["account_pyarrow_read", "local_footer", "parquet_codec"]
+__all__ = ["account_pyarrow_read", "account_chosen_read", "local_footer", "parquet_codec"]
 
 # pyarrow's names for the codecs whose Parquet names differ: it calls
 # LZ4_RAW "LZ4", and has no name for Parquet's (Hadoop-framed) LZ4, the only
@@ -92,3 +97,22 @@ def account_pyarrow_read(report: ReadReport, table: pa.Table, footer: pq.FileMet
             report.add_jobs(PYARROW_NO_GPU, parquet_codec(chunk.compression), 0, 0, chunk.total_compressed_size,
                             chunk.total_uncompressed_size, 0.0)
     account_pyarrow_columns(report, table, list(rgs), why, skip, rows=rows)
+
+
+def account_chosen_read(report: ReadReport, plan: PiecePlan, table: pa.Table, skip: Collection[str] = ()) -> None:
+    """Add one piece that ``auto`` chose to read with pyarrow (``plan.pyarrow_way``) to ``report``.
+
+    Its planned column chunks' sizes go under ``PYARROW_CHOSEN`` by codec
+    (from the footer the plan read; pages are not counted), and the
+    columns of ``table`` as decoded by pyarrow, for the choice's reason.
+    ``skip``: columns not read from the file (hive partition keys).
+    """
+    assert plan.footer is not None and plan.pyarrow_way is not None
+    report.files += 1
+    for chunk in plan.chunks:
+        rng = chunk.rng
+        claimed = rng.meta.get_value(ColumnMetaData.total_uncompressed_size, 0)
+        report.add_jobs(PYARROW_CHOSEN, CODEC_NAMES.get(rng.codec, str(rng.codec)), 0, 0, rng.length,
+                        claimed if isinstance(claimed, int) else 0, 0.0)
+    rows = sum(plan.footer.row_groups[rg].get_value(RowGroup.num_rows, 0) for rg in plan.row_groups)
+    account_pyarrow_columns(report, table, plan.row_groups, plan.pyarrow_way, skip, rows=rows)

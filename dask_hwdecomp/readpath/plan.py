@@ -37,7 +37,9 @@ class PiecePlan:
     """What one piece needs: its footer, row groups and chunk ranges.
 
     ``unsupported`` is the reason the piece must go through pyarrow's own
-    reader, or None.
+    reader, or None. ``pyarrow_way`` is the reason ``backend="auto"``
+    chose pyarrow's own reader for it as the faster way
+    (:func:`dask_hwdecomp.routing.ways.choose`), or None.
     """
 
     piece: Piece
@@ -45,6 +47,7 @@ class PiecePlan:
     row_groups: list[int] = field(default_factory=list)
     chunks: list[PlannedChunk] = field(default_factory=list)
     unsupported: str | None = None
+    pyarrow_way: str | None = None
 
     @property
     def estimated_bytes(self) -> int:

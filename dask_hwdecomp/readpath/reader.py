@@ -16,7 +16,7 @@ from .assemble import ImageTable, fragment_to_table, read_row_groups
 from .batch import DECODE_CPU, FALLBACK, NO_GPU_BACKEND
 from .decode_report import account_pyarrow_columns
 from .filters import filter_columns
-from .passthrough import account_pyarrow_read
+from .passthrough import account_chosen_read, account_pyarrow_read
 from .plan import Piece
 from .sequence import HwdecompFallbackWarning, batches, decode_image, plan_pieces
 from .sources import Source, resolve_source
@@ -151,6 +151,10 @@ def read_table(
                 with local.stage("decode"):
                     tables[i] = _decode(f.fragment, src, columns, rgs, use_threads)
                 account_pyarrow_columns(local, tables[i], rgs, FALLBACK, _partition_fields(f.fragment))
+            elif plan.pyarrow_way is not None:
+                with local.stage("pyarrow"):
+                    tables[i] = _decode(f.fragment, src, columns, rgs, use_threads)
+                account_chosen_read(local, plan, tables[i], _partition_fields(f.fragment))
         position = {id(plan): i for i, plan in enumerate(plans)}
         filtered_on = filter_columns(filters) if filters is not None else ()
         for batch in batches(src.fs, plans, opts, local):

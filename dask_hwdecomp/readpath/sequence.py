@@ -3,7 +3,9 @@
 A read plans its pieces (:func:`plan_pieces`: footers and page headers,
 the ``scan`` stage; a piece the page path cannot serve is a *fallback*,
 warned about or refused by the ``on_unsupported`` option and left to
-pyarrow's own reader), decompresses the others in batches
+pyarrow's own reader; a piece for which ``backend="auto"`` finds pyarrow's
+own read the faster way is left to it too, with the reason in
+``PiecePlan.pyarrow_way``), decompresses the others in batches
 (:func:`batches`), and decodes each image with pyarrow, or with the GPU's
 columns it carries (:func:`decode_image`: the ``decode`` stage, pyarrow's
 errors located to their page, each column accounted in the report). The
@@ -21,7 +23,8 @@ import pyarrow as pa
 from ..errors import PageLocation, UnsupportedFeatureError
 from ..options import Options
 from ..report import Fallback, ReadReport
-from ..routing.router import Router
+from ..routing.router import Router, gpu_can_run
+from ..routing.ways import Way, choose
 from .assemble import ImageTable
 from .batch import DecompressedBatch, iter_batches
 from .decode_errors import locate_decode_errors
@@ -76,7 +79,8 @@ def plan_pieces(fs, pieces: Sequence[Piece], columns, options: Options, report: 
     Returns
     -------
     list of PiecePlan
-        In ``pieces`` order; a plan whose ``unsupported`` is set is pyarrow's to read.
+        In ``pieces`` order; a plan whose ``unsupported`` or
+        ``pyarrow_way`` is set is pyarrow's to read.
 
     Raises
     ------
@@ -90,15 +94,28 @@ def plan_pieces(fs, pieces: Sequence[Piece], columns, options: Options, report: 
             plan = plan_piece(fs, piece, columns, footers.get(piece.path))
             footers[piece.path] = plan.footer
             plans.append(plan)
+    choosing = gpu_can_run()
     for plan in plans:
         if plan.unsupported is not None:
             fallback(plan, options, report)
+        elif choosing:
+            choice = choose(options, (chunk.rng.codec for chunk in plan.chunks))
+            if choice.way is Way.PYARROW:
+                plan.pyarrow_way = choice.reason
     return plans
 
 
 def batches(fs, plans: Sequence[PiecePlan], options: Options, report: ReadReport) -> Iterator[DecompressedBatch]:
-    """The page path's plans fetched and decompressed, a batch at a time (each a context manager)."""
-    return iter_batches(fs, [p for p in plans if p.unsupported is None], Router(options), options, report)
+    """The page path's plans fetched and decompressed, a batch at a time (each a context manager).
+
+    Plans left to pyarrow (``unsupported`` or ``pyarrow_way``) are
+    skipped; where ``auto`` chose pyarrow for every piece, no backend is
+    opened (the GPU service is not reached).
+    """
+    mine = [p for p in plans if p.unsupported is None and p.pyarrow_way is None]
+    if not mine and any(p.pyarrow_way is not None for p in plans):
+        return iter(())
+    return iter_batches(fs, mine, Router(options), options, report)
 
 
 def decode_image(image: Image, report: ReadReport, partition_fields: set,

@@ -13,7 +13,6 @@ here raises.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -35,10 +34,11 @@ from ..jobs import ALGOS, Algo, Job, JobTable, as_table
 from ..options import Options
 from ..report import PYARROW_NO_GPU, ReadReport
 from . import registry
+from .ways import page_path_only
 
 logger = logging.getLogger("dask_hwdecomp")
 
-__all__ = ["ROUTES", "Router", "PYARROW_NO_GPU", "pyarrow_reads", "pyarrow_routes"]
+__all__ = ["ROUTES", "Router", "PYARROW_NO_GPU", "pyarrow_reads", "pyarrow_routes", "gpu_can_run"]
 
 _GPU = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4, Algo.ZSTD)
 _CPU_ONLY = (Algo.GZIP, Algo.BROTLI)
@@ -59,11 +59,9 @@ ROUTES: dict[str, dict[Algo, tuple[str, ...]]] = {
 }
 
 
-# Limits the page path enforces and pyarrow's read does not. At their
-# defaults they are the page path's own guard on what it allocates; set to
-# anything else, they are the user's.
-_LIMITS = ("max_page_bytes", "max_batch_bytes")
-_DEFAULT_LIMITS = {f.name: f.default for f in dataclasses.fields(Options) if f.name in _LIMITS}
+def gpu_can_run() -> bool:
+    """Whether any GPU backend can run here (the registry's probes; no CUDA context is made)."""
+    return any(registry.probe(name) is None for name in GPU_BACKENDS)
 
 
 def pyarrow_reads(options: Options) -> bool:
@@ -71,17 +69,15 @@ def pyarrow_reads(options: Options) -> bool:
 
     That is ``backend="auto"`` on a machine where no GPU backend can run
     (the registry's probes say so), unless the options ask for what only
-    the page path does: ``verify_checksums`` (it checks CRCs and names the
-    page that fails), ``max_page_bytes`` or ``max_batch_bytes`` set to other
-    than their defaults (it enforces them), or ``decode="gpu"``, which must
-    raise there rather than decode on the CPU. A named backend, ``"cpu"``
-    included, always takes the page path.
+    the page path does (:func:`~dask_hwdecomp.routing.ways.page_path_only`):
+    ``verify_checksums`` (it checks CRCs and names the page that fails),
+    ``max_page_bytes`` or ``max_batch_bytes`` set to other than their
+    defaults (it enforces them), or ``decode="gpu"``, which must raise
+    there rather than decode on the CPU. A named backend, ``"cpu"``
+    included, always takes the page path. Where a GPU backend can run,
+    ``auto`` chooses per piece (:func:`~dask_hwdecomp.routing.ways.choose`).
     """
-    if options.backend != "auto" or options.verify_checksums or options.decode == "gpu":
-        return False
-    if any(getattr(options, name) != default for name, default in _DEFAULT_LIMITS.items()):
-        return False
-    return all(registry.probe(name) is not None for name in GPU_BACKENDS)
+    return page_path_only(options) is None and not gpu_can_run()
 
 
 def pyarrow_routes() -> dict:
