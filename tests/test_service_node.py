@@ -295,6 +295,8 @@ def test_a_backend_the_service_cannot_create_leaves_the_cpu_to_read_under_auto(t
                                                                               matrix_source, service_dir):
     # The service starts, but creating the backend fails (the driver finds no
     # device): auto reads on the CPU and says why; a named backend raises.
+    # (decode="auto": with decode="cpu", auto would read zstd through pyarrow
+    # and never reach the service.)
     from dask_hwdecomp import read_table
     from dask_hwdecomp.errors import BackendUnavailableError
 
@@ -311,7 +313,7 @@ def test_a_backend_the_service_cannot_create_leaves_the_cpu_to_read_under_auto(t
 
     monkeypatch.setattr(registry, "get_backend", open_no_device)
     report = ReadReport()
-    got = read_table(str(path), backend="auto", report=report)
+    got = read_table(str(path), backend="auto", decode="auto", report=report)
     assert_tables_equal(got, pq.read_table(path))
     assert "CUDA_ERROR_NO_DEVICE" in report.unreachable["nvcomp"], report.unreachable
     assert report.backends == {"ZSTD": ["cpu"]}
