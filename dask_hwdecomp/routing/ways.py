@@ -55,7 +55,7 @@ class WayChoice:
 # UNCOMPRESSED: the page path would only copy the pages. Codecs no GPU
 # decompresses (BROTLI, LZ4 with Hadoop framing, LZO) gain nothing either.
 PYARROW_FASTER: frozenset[Codec] = frozenset({
-    Codec.UNCOMPRESSED, Codec.LZ4_RAW, Codec.ZSTD, Codec.GZIP, Codec.BROTLI, Codec.LZ4, Codec.LZO,
+    Codec.UNCOMPRESSED, Codec.LZ4_RAW, Codec.ZSTD, Codec.BROTLI, Codec.LZ4, Codec.LZO,
 })
 
 _LIMITS = ("max_page_bytes", "max_batch_bytes")
