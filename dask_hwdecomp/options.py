@@ -197,18 +197,20 @@ class Options:
         the CPU to find the bad page), reported.
     decode : {"auto", "gpu", "cpu"}
         Where the uncompressed pages are decoded into Arrow columns.
-        ``"auto"`` decodes on the GPU every column chunk the GPU decoder
-        supports when a GPU backend decompresses the read, and the rest
-        (nested columns, INT96 timestamps, ...) through pyarrow; without a
-        GPU backend pyarrow decodes everything. ``"gpu"`` is the same but
-        raises :class:`~dask_hwdecomp.errors.BackendUnavailableError` where
-        no GPU backend can run, rather than decode on the CPU; it cannot be
-        combined with ``backend="cpu"``. ``"cpu"``: pyarrow decodes every
-        column: the default until ``"auto"`` is measured no slower than
-        pyarrow on every codec and cluster shape (on the H200 it reads snappy
-        1.16 to 1.85 times as fast at scale, 0.91 to 1.88 times with the
-        previous read still held: ``benchmarks/results/2026-12-02-h200-runner``);
-        set ``"auto"`` to decode on the GPU. The read's report says, per
+        ``"auto"`` (the default) decodes on the GPU every column chunk the
+        GPU decoder supports when a GPU backend decompresses the read, and
+        the rest (nested columns, INT96 timestamps, ...) through pyarrow;
+        without a GPU backend pyarrow decodes everything. At scale on an
+        H100 it read 1.00 to 2.42 times as fast as pyarrow on every codec at
+        4x4 and 16x1 clusters, 0.95 to 1.95 times at 1x16
+        (``benchmarks/results/2026-12-06-h100-sweep``). ``"gpu"`` is the
+        same but raises :class:`~dask_hwdecomp.errors.BackendUnavailableError`
+        where no GPU backend can run, rather than decode on the CPU; it
+        cannot be combined with ``backend="cpu"``. ``"cpu"``: pyarrow
+        decodes every column; with ``backend="auto"`` the GPU then
+        decompresses only the files of the codecs where that beat pyarrow's
+        own read (SNAPPY, GZIP) and pyarrow reads the others itself
+        (:mod:`dask_hwdecomp.routing.ways`). The read's report says, per
         column, where it was decoded and why not on the GPU.
     pinned_bytes : int
         Most host memory a reading process keeps shared with the GPU
@@ -255,7 +257,7 @@ class Options:
     gpu_timeout_s: float = 60.0
     pinned_bytes: int = 0
     service_dir: str = ""
-    decode: str = "cpu"
+    decode: str = "auto"
 
     def __post_init__(self):
         for name in BYTE_SIZES:

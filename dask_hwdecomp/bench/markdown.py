@@ -71,9 +71,10 @@ def _e2e_section(results: dict) -> list[str]:
             rows.append(row)
         lines.append("GB/s of Arrow data, median (min–max); ratios: vs pyarrow on the same codec / vs pyarrow on the uncompressed copy.")
         if DECODE_CPU in per_variant:
-            lines.append(f"{DEFAULT} decodes on the GPU (decode='auto': where a GPU backend is in use the GPU "
-                         f"decodes the columns it supports); {DECODE_CPU} is the same read at the default "
-                         "decode='cpu' (pyarrow decodes every column).")
+            lines.append(f"{DEFAULT} reads at the default options (decode='auto': where a GPU backend is in use "
+                         f"the GPU decodes the columns it supports); {DECODE_CPU} is the same read with "
+                         "decode='cpu' (pyarrow decodes every column; the GPU decompresses the codecs where "
+                         "that is faster than pyarrow's own read, pyarrow reads the others itself).")
         lines.append("")
         lines += _table(["codec"] + [_label(n) for n in names] + [f"{_label(n)}: ratios" for n in names[1:]], rows)
         if CEILING in per_variant:

@@ -19,7 +19,7 @@ from typing import Any
 from .e2eruns import e2e_runs, figures_of
 from .shapes import parse_shape
 from .stats import ratio
-from .variants import BASELINE, CEILING, DECODE_CPU, DEFAULT
+from .variants import BASELINE, CEILING, DEFAULT
 
 __all__ = ["SCHEDULER", "DEFAULT_READ", "SAME_CODEC", "Target", "TargetRun", "new_check", "judge", "figure", "why_missing", "where", "default_read", "threaded_report",
            "clusters", "ceiling_ratio", "percent"]
@@ -221,12 +221,11 @@ class TargetRun:
 
 
 def default_read(run: TargetRun) -> str:
-    """The variant that reads at the default options: decode='cpu' where the run measured it.
+    """The variant that reads at the default options: ``hwdecomp-auto`` (decode='auto').
 
-    The decompression targets judge what a user gets by default; the GPU
-    decoding targets judge ``hwdecomp-auto`` (decode='auto').
+    The targets judge what a user gets by default.
     """
-    return DECODE_CPU if any(run.fig(DECODE_CPU, c) for c in run.codecs) else DEFAULT
+    return DEFAULT
 
 
 def _total_threads(shape: str) -> int | None:

@@ -2,11 +2,11 @@
 
 Each variant says how to call ``dd.read_parquet`` (``engine`` and extra
 keywords) or why it cannot run here. ``pyarrow`` is the plain CPU baseline;
-``hwdecomp-auto`` decodes on the GPU where it can (``decode="auto"``: on a
+``hwdecomp-auto`` reads at the options' defaults (``decode="auto"``: on a
 GPU machine, the GPU decodes the columns it supports); ``hwdecomp-<backend>``
 pins one backend, and ``hwdecomp-<backend>-decode-<decode>`` sets another
-``decode`` (``hwdecomp-auto-decode-cpu``, the options' default: decompression
-on the GPU, pyarrow decodes every column). ``ipc-ceiling`` is a reference, not an engine: the
+``decode`` (``hwdecomp-auto-decode-cpu``: pyarrow decodes every column, the
+GPU decompressing the codecs where that is faster than pyarrow's own read). ``ipc-ceiling`` is a reference, not an engine: the
 uncompressed files' Arrow IPC twins read through ``dd.from_map``
 (:mod:`.ceiling`), on the uncompressed row only.
 """

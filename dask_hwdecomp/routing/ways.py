@@ -9,16 +9,25 @@ A read with a GPU has three ways to turn a piece's pages into Arrow:
   decoding every column from the uncompressed image;
 - ``PYARROW``: pyarrow's own read, decompressing and decoding on the CPU.
 
-``decode="gpu"`` and every named backend take the page path as asked.
-``backend="auto"`` takes the faster way by the rule of :func:`choose`,
-which rests on the codec x cluster-shape sweep at scale (3 GB of Arrow in
-32 files per table, lineitem-like and high-entropy, every cluster shape;
-``benchmarks/run-h200-sweep.sh``): the GPU's decode was at least as fast as
-pyarrow's own read on every codec and shape measured, while GPU
-decompression with pyarrow decoding was slower than pyarrow's own read on
-the codecs in :data:`PYARROW_FASTER` on some table or shape. Options only
-the page path honours (``verify_checksums``, ``max_page_bytes`` or
-``max_batch_bytes`` other than their defaults) keep the page path.
+``decode="gpu"`` and every named backend take the page path as asked, and
+so do options only the page path honours (``verify_checksums``,
+``max_page_bytes`` or ``max_batch_bytes`` other than their defaults).
+Otherwise ``backend="auto"`` takes the faster way by the rule of
+:func:`choose`, from the codec x cluster-shape sweep at scale on an H100
+(3 GB of Arrow in 32 files per table, lineitem-like and high-entropy; 4x4,
+16x1 and 1x16 LocalClusters; ``benchmarks/run-h200-sweep.sh``, results in
+``benchmarks/results/2026-12-06-h100-sweep``):
+
+- ``decode="auto"`` (the default): the GPU's decode, 1.00 to 2.42 times
+  pyarrow's own read at 4x4 and 16x1 and 0.95 to 1.95 times at 1x16, on
+  every codec;
+- ``decode="cpu"``: GPU decompression with pyarrow decoding for SNAPPY and
+  GZIP (1.01 to 2.88 times pyarrow, 0.96 once), pyarrow's own read for the
+  codecs of :data:`PYARROW_FASTER` (GPU decompression read LZ4_RAW at 0.87,
+  ZSTD at 0.91 and UNCOMPRESSED files at 0.89 times pyarrow in some cell).
+
+A piece is one file (or its row groups of a dask partition): a piece with
+one chunk of a codec of :data:`PYARROW_FASTER` goes to pyarrow whole.
 """
 
 from __future__ import annotations
@@ -52,8 +61,9 @@ class WayChoice:
 # Codecs on which, in the sweep, GPU decompression with pyarrow decoding
 # read slower than pyarrow's own read of the same files on some table or
 # cluster shape: with decode="cpu", auto reads them through pyarrow.
-# UNCOMPRESSED: the page path would only copy the pages. Codecs no GPU
-# decompresses (BROTLI, LZ4 with Hadoop framing, LZO) gain nothing either.
+# UNCOMPRESSED: the page path only copies the pages. BROTLI and LZO no GPU
+# decompresses (the page path would decompress them on the CPU pool, then
+# copy); Hadoop-framed LZ4 holds LZ4_RAW's blocks.
 PYARROW_FASTER: frozenset[Codec] = frozenset({
     Codec.UNCOMPRESSED, Codec.LZ4_RAW, Codec.ZSTD, Codec.BROTLI, Codec.LZ4, Codec.LZO,
 })
