@@ -62,8 +62,8 @@ def test_tiny_run_writes_report_and_positive_figures(tmp_path):
             assert c["met"] is None and c["limit"] == "not measured (cluster 1x2)", c
     base = results["endtoend"]["lineitem"]["distributed"]["1x2"]
     (gzip,) = [c for c in results["targets"] if c["kind"] == "vs-uncompressed" and c["what"].startswith("lineitem, LocalCluster 1x2, gzip")]
-    # the decompression targets judge the default read (decode="cpu")
-    want = base["hwdecomp-auto-decode-cpu"]["gzip"]["arrow_gbps"]["median"] / base["pyarrow"]["uncompressed"]["arrow_gbps"]["median"]
+    # the decompression targets judge the default read (decode="auto")
+    want = base["hwdecomp-auto"]["gzip"]["arrow_gbps"]["median"] / base["pyarrow"]["uncompressed"]["arrow_gbps"]["median"]
     assert gzip["value"] == pytest.approx(want)
     assert "ipc-ceiling (reference)" in report and "64 KiB pages" in report
     for name in results["plots"].values():
@@ -357,4 +357,5 @@ def test_report_renders_the_decode_rows(tmp_path):
     assert "merged: one batch, as the GPU service decodes reads that reach it together" in text
     assert "| entropy | 1 | 0.100 | 0.100 | 50.0 | error: CudaAPIError: out of memory | 50.0 | – |" in text
     assert "| lineitem | hwdecomp-auto | snappy | 0.100 | 0.100 | 0.200 | 0.300 | 0.400 |" in text
-    assert "hwdecomp-auto-decode-cpu is the same read at the default decode='cpu'" in text
+    assert "hwdecomp-auto reads at the default options (decode='auto'" in text
+    assert "hwdecomp-auto-decode-cpu is the same read with decode='cpu'" in text

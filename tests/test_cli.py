@@ -59,10 +59,11 @@ def test_demo_reports_every_page_and_removes_its_sample(tmp_path):
     assert re.search(rf"^files\s+{files}$", done.stdout, re.M), done.stdout
     assert "equals pyarrow     yes" in done.stdout
     # where each column was decoded, and why not on the GPU: without --decode
-    # the demo reads as the library does by default (decode='cpu')
-    assert dask_hwdecomp.Options().decode == "cpu"
+    # the demo reads as the library does by default (decode='auto'), here
+    # with backend 'cpu', so no GPU backend decompresses
+    assert dask_hwdecomp.Options().decode == "auto"
     assert re.search(r"^decoded on\s+pyarrow: 16 columns, \d+ chunks", done.stdout, re.M), done.stdout
-    assert re.search(r"^  all 16 columns decoded on pyarrow: .*\(not on the GPU: decode='cpu'\)$",
+    assert re.search(r"^  all 16 columns decoded on pyarrow: .*\(not on the GPU: no GPU backend in use\)$",
                      done.stdout, re.M), done.stdout
     # every step says what it is doing: the cluster's start and stop have a line
     assert "starting LocalCluster" in done.stderr and "stopping the cluster" in done.stderr

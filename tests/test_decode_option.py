@@ -42,9 +42,9 @@ def path(tmp_path_factory):
     return str(p)
 
 
-def test_decode_defaults_to_cpu_and_is_validated():
-    # pyarrow decodes by default until the GPU decoder reads faster (see the option's docs).
-    assert Options().decode == "cpu"
+def test_decode_defaults_to_auto_and_is_validated():
+    # The GPU decodes by default: measured no slower than pyarrow at scale (see the option's docs).
+    assert Options().decode == "auto"
     assert Options(decode="cpu").decode == "cpu"
     with pytest.raises(ValueError, match="decode 'fast' is not one of auto, gpu, cpu"):
         Options(decode="fast")

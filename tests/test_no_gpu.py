@@ -153,7 +153,7 @@ def test_remote_file_sizes_come_from_the_footer_pyarrow_read_or_are_unknown():
     sizes = [md.row_group(i).column(0) for i in range(3)]
     assert _reported_bytes(report) == {"ZSTD": (sum(c.total_compressed_size for c in sizes),
                                                 sum(c.total_uncompressed_size for c in sizes))}
-    assert (report.columns[("a", "pyarrow", "decode='cpu'")].chunks, report.files) == (3, 1)
+    assert (report.columns[("a", "pyarrow", "no GPU backend in use")].chunks, report.files) == (3, 1)
     # dask's read keeps it to itself, and reading it again would cost a request
     with collect_reports() as report:
         dd.read_parquet("memory://nogpu/data.parquet", engine=hwdecomp).compute(scheduler="sync")

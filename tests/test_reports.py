@@ -199,7 +199,7 @@ def test_columns_decoded_alike_print_once_and_different_ones_each(tmp_path):
     lines = report.decode_lines()
     assert lines == [
         f"all 16 columns decoded on pyarrow: 4 chunks and 2000 rows each, "
-        f"{sum(d.arrow_bytes for d in report.columns.values()) / 1e6:.1f} MB Arrow (not on the GPU: decode='cpu')"
+        f"{sum(d.arrow_bytes for d in report.columns.values()) / 1e6:.1f} MB Arrow (not on the GPU: no GPU backend in use)"
     ]
     assert lines[0] in str(report)
     report.add_decode("c0", "gpu", 4, 2000, 16000)  # one more place: each column says its own
@@ -225,5 +225,5 @@ def test_the_user_guide_s_report_examples_run(files):
         for example in examples:
             exec(example, scope)
     assert scope["report"].files == 4
-    assert "k: pyarrow decode='cpu', 16 chunks, 8000 rows" in out.getvalue()
+    assert "k: pyarrow no GPU backend in use, 16 chunks, 8000 rows" in out.getvalue()
     assert "pyarrow: 1 columns, 16 chunks" in out.getvalue()
