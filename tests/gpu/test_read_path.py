@@ -197,3 +197,21 @@ def test_zz_reader_process_holds_no_cuda_context(nvcomp_available, tmp_path, mat
                             text=True, timeout=300)
     assert reader.returncode == 0, reader.stderr[-3000:]
     assert reader.stdout.split()[-1] == "no-context", reader.stdout[-2000:]
+
+
+@pytest.mark.parametrize("codec", ["snappy", "gzip", "lz4", "zstd"])
+def test_auto_with_decode_cpu_takes_the_faster_way_per_file(nvcomp_available, tmp_path, matrix_source, codec):
+    # decode="cpu": nvCOMP decompresses the codecs where that beat pyarrow's own
+    # read at scale; pyarrow's own reader reads the others, and the report says so.
+    from dask_hwdecomp.format.structs import Codec
+    from dask_hwdecomp.report import PYARROW_CHOSEN
+    from dask_hwdecomp.routing.ways import PYARROW_FASTER
+
+    path = tmp_path / f"{codec}.parquet"
+    pq.write_table(matrix_source, path, compression=codec)
+    report = dask_hwdecomp.ReadReport()
+    got = dask_hwdecomp.read_table(path, backend="auto", decode="cpu", report=report)
+    assert_tables_equal(got, pq.read_table(path))
+    name = {"lz4": "LZ4_RAW"}.get(codec, codec.upper())
+    expected = PYARROW_CHOSEN if Codec[name] in PYARROW_FASTER else "nvcomp"
+    assert {b for b, _ in report.by_backend} == {expected}, dict(report.by_backend)
