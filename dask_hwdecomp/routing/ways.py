@@ -114,10 +114,25 @@ def choose(options: Options, codecs: Iterable[int]) -> WayChoice:
         return WayChoice(way, f"asked for by {asked}")
     if gpu:
         return WayChoice(Way.GPU_DECODE, "decode on the GPU: faster than pyarrow's own read on every codec measured")
-    slower = sorted({Codec(c).name if c in Codec._value2member_map_ else str(c) for c in codecs
-                     if c not in Codec._value2member_map_ or Codec(c) in PYARROW_FASTER})
+    slower = sorted({_name(c) for c in codecs if _pyarrow_faster(c)})
     if slower:
         return WayChoice(Way.PYARROW, f"decode='cpu': pyarrow's own read is faster than GPU decompression "
                                       f"with pyarrow decoding on {', '.join(slower)}")
     return WayChoice(Way.GPU_DECOMPRESSION, "decode='cpu': GPU decompression with pyarrow decoding is faster "
                                             "than pyarrow's own read on these codecs")
+
+
+def _pyarrow_faster(codec: int) -> bool:
+    """Whether pyarrow's own read was measured faster on ``codec`` (one this reader does not know: yes)."""
+    try:
+        return Codec(codec) in PYARROW_FASTER
+    except ValueError:
+        return True
+
+
+def _name(codec: int) -> str:
+    """``parquet.thrift``'s name of ``codec``, or its number."""
+    try:
+        return Codec(codec).name
+    except ValueError:
+        return f"codec {codec}"
