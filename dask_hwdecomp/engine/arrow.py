@@ -248,13 +248,12 @@ class HwdecompEngine(ArrowDatasetEngine):
                 account_pyarrow_columns(passthrough.report, table, row_groups, passthrough.why,
                                         _partition_names(partitions))
             return table
+        key = piece_key(path_or_frag, row_groups) if isinstance(path_or_frag, str) else None
         images = current_images()
-        image = None
-        if images is not None and isinstance(path_or_frag, str):
-            image = images.get(piece_key(path_or_frag, row_groups))
-        chosen = current_choices().get(piece_key(path_or_frag, row_groups)) if isinstance(path_or_frag, str) else None
-        if image is None and chosen is not None:
-            # auto found pyarrow's own read the faster way for this piece.
+        image = images.get(key) if images is not None and key is not None else None
+        chosen = current_choices().get(key) if key is not None else None
+        if chosen is not None:
+            # auto found pyarrow's own read the faster way for this piece (it has no image).
             report = _report.get(None) or ReadReport()
             with report.stage("pyarrow"):
                 table = super()._read_table(
