@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One device call of GPU-decoder work on the lent H200, modes run in the order given:
 #   tests    the GPU suite (tests/gpu; T1 seconds, default 230; GPU_TESTS to narrow it)
+#   tests-NAME  the same from the tree in .devcarry/NAME (devcarry-trees.sh with WITH_TESTS=1), its log
+#            gpu-tests-NAME.log
 #   kernels  each decode kernel's own time on merged batches (benchmarks/kernel_steps.py; MERGE, K_S)
 #   before   the service timeline at scale (4x4, snappy, 3 GB in 32 files, every variant interleaved) of the
 #            tree in .devcarry/before (e.g. `git archive main dask_hwdecomp | tar -x -C .devcarry/before`)
@@ -20,12 +22,18 @@ OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 root=$PWD
 n() { grep -cE "(^| )$1( +\[ *[0-9]+%\]|$)" "$2"; }
 for what in "$@"; do
-  if [ $what = tests ]; then
-    PYTHONPATH=/tmp/site:$root timeout ${T1:-230} python3 -m pytest -v -p no:cacheprovider -rfEs --timeout 150 ${GPU_TESTS:-tests/gpu} > $OUT/gpu-tests.log 2>&1
-    echo "gpu tests rc=$? passed $(n PASSED $OUT/gpu-tests.log) failed $(n FAILED $OUT/gpu-tests.log) error $(n ERROR $OUT/gpu-tests.log) skipped $(n SKIPPED $OUT/gpu-tests.log)"
-    grep -E "^(FAILED|ERROR)|SKIPPED \[" $OUT/gpu-tests.log | cut -c1-300 | head -20; tail -1 $OUT/gpu-tests.log
-    continue
-  fi
+  case $what in tests|tests-*)
+    src=$root; log=$OUT/gpu-tests.log
+    if [ $what != tests ]; then
+      src=$root/.devcarry/${what#tests-}; log=$OUT/gpu-$what.log
+      [ -e $src/tests/data ] || ln -s $root/tests/data $src/tests/data
+    fi
+    (cd $src && PYTHONPATH=/tmp/site:$src timeout ${T1:-230} python3 -m pytest -v -p no:cacheprovider -rfEs --timeout 150 \
+      ${GPU_TESTS:-tests/gpu} > $log 2>&1)
+    echo "$what rc=$? passed $(n PASSED $log) failed $(n FAILED $log) error $(n ERROR $log) skipped $(n SKIPPED $log)"
+    grep -E "^(FAILED|ERROR)|SKIPPED \[" $log | cut -c1-300 | head -20; tail -1 $log
+    continue ;;
+  esac
   if [ $what = pinned ]; then
     PYTHONPATH=/tmp/site:$root timeout ${PIN_S:-150} python3 benchmarks/pinned_loop.py /tmp/pinned --data /tmp/bdata \
       --reads ${READS:-50} > $OUT/pinned.log 2>&1
