@@ -158,7 +158,8 @@ def main(argv=None) -> int:
         for stats in node_stats(service_dir(None, create=False)):
             print("service after the reads: " + ", ".join(
                 f"{k} {stats[k]}" for k in ("clients", "all_host_registrations", "all_host_register_s",
-                                             "all_host_pinned_bytes") if k in stats), flush=True)
+                                             "all_host_pinned_bytes", "decodes", "decode_runs",
+                                             "decode_runs_ahead") if k in stats), flush=True)
         time.sleep(1.5)  # the service writes its spans at least every second
     finally:
         client.close()
