@@ -232,12 +232,15 @@ class HwdecompEngine(ArrowDatasetEngine):
         partition_keys,
         **kwargs,
     ):
+        parent = super()._read_table
+
+        def own_read():  # pyarrow's own read of the piece, as the parent engine does it
+            return parent(path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs)
+
         passthrough = _pyarrow_report.get()
         if passthrough is not None:
             with passthrough.report.stage("pyarrow"):
-                table = super()._read_table(
-                    path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
-                )
+                table = own_read()
             if isinstance(path_or_frag, str):
                 # dask's read keeps the footer to itself: a local one is read again.
                 with passthrough.report.stage("scan"):
@@ -256,17 +259,13 @@ class HwdecompEngine(ArrowDatasetEngine):
             # auto found pyarrow's own read the faster way for this piece (it has no image).
             report = _report.get(None) or ReadReport()
             with report.stage("pyarrow"):
-                table = super()._read_table(
-                    path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
-                )
+                table = own_read()
             account_chosen_read(report, chosen, table, _partition_names(partitions))
             return table
         if image is None:
             # Not prepared here (a fallback file, or a call from outside
             # read_partition): pyarrow reads it, as the parent does.
-            table = super()._read_table(
-                path_or_frag, fs, row_groups, columns, schema, filters, partitions, partition_keys, **kwargs
-            )
+            table = own_read()
             fallen = _report.get(None)
             if fallen is not None:
                 account_pyarrow_columns(fallen, table, row_groups, FALLBACK, _partition_names(partitions))
@@ -280,7 +279,6 @@ class HwdecompEngine(ArrowDatasetEngine):
         read.pop("open_file_options", None)
         report = _report.get(None) or ReadReport()
         image_fs = ImageFileSystem(fs, path_or_frag, image.buffer)
-        parent = super()._read_table
 
         def decode() -> ImageTable:
             if image.decoded:
