@@ -371,6 +371,7 @@ def _edit(field: int, sub_field: int, value, *, ttype=None, only_first_data_page
         ("1.0", 5, 2, Encoding.DELTA_BYTE_ARRAY, "values of encoding DELTA_BYTE_ARRAY"),
         ("1.0", 5, 2, 99, "values of encoding 99"),
         ("1.0", 5, 2, -1, "negative or mistyped"),
+        ("1.0", 5, 4, -1, "negative or mistyped"),
         ("2.0", 8, 4, Encoding.RLE_DICTIONARY, "without a dictionary page"),
         ("1.0", 5, 1, 3, "data pages hold"),
         ("1.0", 2, 0, 5, "uncompressed sizes differ"),
@@ -390,6 +391,33 @@ def test_hostile_page_headers_leave_the_column_to_pyarrow(tmp_path, version, fie
     assert {c.name for c in plan.columns} == {"f64"}
     _check_invariants(plan)
     _check_against_reference(bad, plan)  # the kept column's pages are exactly the file's
+
+
+def test_a_v1_page_without_its_repetition_level_encoding_is_left_to_pyarrow(tmp_path):
+    # parquet.thrift requires the field and pyarrow refuses the page without
+    # it, though the GPU decoder of a flat column never reads it: it must not
+    # return rows for a file pyarrow refuses.
+    from dask_hwdecomp.format.thrift import T
+
+    table = _flat_table().select(["i32", "f64"])
+    buf = _write(table, data_page_version="1.0", use_dictionary=False, row_group_size=100,
+                 data_page_size=128, write_batch_size=16)
+
+    def drop_field(p):
+        h = p.header
+        if p.column == 0 and p.row_group == 1 and p.page.ordinal == 0:
+            sub = h.get_value(PageHeader.data_page_header).copy()
+            del sub[4]
+            h[PageHeader.data_page_header] = (T.STRUCT, sub)
+        return h, p.body
+
+    bad = _rewrite(tmp_path, buf, drop_field)
+    with pytest.raises(OSError, match="thrift"):
+        pq.read_table(pa.BufferReader(bad))
+    plan = plan_file(bad, path="bad.parquet")
+    assert list(plan.fallbacks[0]) == ["i32"], plan.fallbacks
+    assert "page header lacks a required field" in plan.fallbacks[0]["i32"]
+    _check_invariants(plan)
 
 
 def test_dictionary_page_edits(tmp_path):
