@@ -10,6 +10,9 @@
 #   mut-nvcomp  1,500 mutated files through backend="nvcomp" (0 wrong, 0 crash,
 #               0 over 5 s)
 #   mut-decode  the same with decode="gpu"
+#   replay      the mutation cases ONLY (comma-separated) again, ROUNDS (3) times, with DECODE (cpu),
+#               of the tree in .devcarry/TREE if given (benchmarks/devcarry-trees.sh), else this one:
+#               cases that go wrong only beside others, e.g. ONLY=926,927,...,939 TREE=before
 # MUT_WORKERS (4) harnesses share the service; MUT_SECONDS (420) stops starting cases.
 # e.g. STEPS=tests,faults bash benchmarks/run-h200-faults.sh, then
 #      STEPS=mut-nvcomp,mut-decode bash benchmarks/run-h200-faults.sh
@@ -37,6 +40,14 @@ for step in $(echo "${STEPS:-tests,faults,mut-nvcomp,mut-decode}" | tr , ' '); d
     mut-decode)
       timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --cases 1500 --workers "${MUT_WORKERS:-4}" --seconds "${MUT_SECONDS:-420}" \
         --timeout 5 --gpu-timeout 60 --decode gpu --out /tmp/mut-decode > "$OUT/mut-decode.log" 2>&1 ;;
+    replay)
+      tree=$PWD; [ -n "$TREE" ] && tree=$PWD/.devcarry/$TREE
+      : > "$OUT/replay.log"
+      for r in $(seq "${ROUNDS:-3}"); do
+        PYTHONPATH=/tmp/site:$tree timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --only "$ONLY" \
+          --workers "${MUT_WORKERS:-4}" --timeout 5 --gpu-timeout 60 --decode "${DECODE:-cpu}" \
+          --out "/tmp/mut-replay-${TREE:-this}-$r" >> "$OUT/replay.log" 2>&1
+      done ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
   rc=$?; [ $rc -eq 0 ] || status=1
