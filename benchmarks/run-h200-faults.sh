@@ -42,17 +42,18 @@ for step in $(echo "${STEPS:-tests,faults,mut-nvcomp,mut-decode}" | tr , ' '); d
         --timeout 5 --gpu-timeout 60 --decode gpu --out /tmp/mut-decode > "$OUT/mut-decode.log" 2>&1 ;;
     replay)
       tree=$PWD; [ -n "$TREE" ] && tree=$PWD/.devcarry/$TREE
-      : > "$OUT/replay.log"
+      : > "$OUT/replay-${TREE:-this}.log"
       for r in $(seq "${ROUNDS:-3}"); do
         PYTHONPATH=/tmp/site:$tree timeout "${MUT_S:-500}" python3 scripts/gpu_mutation_run.py --only "$ONLY" \
           --workers "${MUT_WORKERS:-4}" --timeout 5 --gpu-timeout 60 --decode "${DECODE:-cpu}" \
-          --out "/tmp/mut-replay-${TREE:-this}-$r" >> "$OUT/replay.log" 2>&1
+          --out "/tmp/mut-replay-${TREE:-this}-$r" >> "$OUT/replay-${TREE:-this}.log" 2>&1
       done ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
   rc=$?; [ $rc -eq 0 ] || status=1
   echo "$step: rc=$rc"
   log="$OUT/$([ "$step" = tests ] && echo faults-tests || echo "$step").log"
+  [ "$step" = replay ] && log="$OUT/replay-${TREE:-this}.log"
   grep -E "PASSED|FAILED|ERROR|error after|next read|beside|SIGKILL|^alone|^together|^sigkill|targets|^\{\"cases|^FAIL|Traceback" \
     "$log" | cut -c1-260 | tail -60
 done
