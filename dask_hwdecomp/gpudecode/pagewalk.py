@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ..format import pagewalk as walk
-from ..format.thrift_kernels import F_TYPE, F_VAL, OK, find_field, is_i32, required_i32s
+from ..format.thrift_kernels import OK, optional_i32, required_i32s
 
 __all__ = ["walk_chunks", "REASONS", "W_KIND", "W_ENCODING", "W_OFFSET", "W_SIZE", "W_VALUES", "W_DEF",
            "W_ROWS", "NW", "S_STATUS", "S_PAGE", "S_DETAIL", "S_PLO", "S_PHI", "S_END", "NS"]
@@ -167,8 +167,8 @@ def walk_chunks(buf, starts, lengths, want_values, rows, max_def, cls, allowed, 
                 if not required_i32s(t5, counts[walk.H_DATA], 1, 2, 3, vals):
                     status = R_FIELD
                     break
-                rep = find_field(t5, counts[walk.H_DATA], 4)
-                if rep < 0 or not is_i32(t5[rep, F_TYPE]) or t5[rep, F_VAL] < 0:
+                has_rep, rep = optional_i32(t5, counts[walk.H_DATA], 4)
+                if not has_rep or rep < 0:
                     status = R_FIELD
                     break
                 if max_def[c] > 0 and vals[2] != _RLE:
