@@ -372,3 +372,24 @@ def uploaded_in_file(plan, offset: int) -> int:
         if dst <= offset < dst + n:
             return src + offset - dst
     raise AssertionError(f"offset {offset} is not uploaded")
+
+
+def with_chunk_field(buf: bytes, rg: int, leaf: int, field: int, value: int) -> bytes:
+    """``buf`` (a Parquet file) with one i64 field of a column chunk's metadata replaced (5: ``num_values``)."""
+    import struct
+
+    from dask_hwdecomp.format.footer import parse_footer
+    from dask_hwdecomp.format.structs import ColumnChunk, FileMetaData, RowGroup
+    from dask_hwdecomp.format.thrift import T, encode_struct
+
+    footer = parse_footer(buf, len(buf), "mem")
+    meta = footer.meta.copy()
+    groups = [g.copy() for g in footer.row_groups]
+    chunks = [c.copy() for c in footer.column_chunks(rg)]
+    md = chunks[leaf].get_value(ColumnChunk.meta_data).copy()
+    md[field] = (T.I64, value)
+    chunks[leaf][ColumnChunk.meta_data] = (T.STRUCT, md)
+    groups[rg][RowGroup.columns] = (T.LIST, (T.STRUCT, chunks))
+    meta[FileMetaData.row_groups] = (T.LIST, (T.STRUCT, groups))
+    encoded = encode_struct(meta)
+    return buf[: footer.footer_offset] + encoded + struct.pack("<I", len(encoded)) + b"PAR1"

@@ -23,7 +23,7 @@ from dask_hwdecomp import CorruptDataError, hwdecomp, read_table
 from dask_hwdecomp.report import ReadReport, collect_reports
 from dask_hwdecomp.routing import registry
 
-from helpers import gpu_available
+from helpers import assert_tables_equal, gpu_available, with_chunk_field
 from service_backends import open_backend, service_directory
 
 pytestmark = pytest.mark.skipif(gpu_available(), reason="the GPU machine runs this path on its GPU (tests/gpu)")
@@ -99,6 +99,29 @@ def test_read_table_decode_gpu_and_cpu_agree(standin_service, tmp_path):
     cpu = read_table(path, backend="auto", decode="cpu")
     assert gpu.equals(pq.read_table(path)) and cpu.equals(gpu)
     assert {w for (_, w, _) in report.columns} == {"gpu"}
+
+
+def test_a_column_whose_values_do_not_add_up_leaves_the_whole_file_to_pyarrow(standin_service, tmp_path):
+    # The metadata of one chunk counts fewer values than its row group's
+    # rows: pyarrow 25 refuses the whole read ("expected length 60 but got
+    # length 30") yet reads the column alone, so no column may come from the
+    # GPU beside pyarrow's read of the others; pyarrow reads the file whole.
+    good = _write(tmp_path) + "/part0.parquet"
+    bad = tmp_path / "miscounted.parquet"
+    bad.write_bytes(with_chunk_field(open(good, "rb").read(), 1, 2, 5, 30))  # num_values of "kind"
+    report = ReadReport()
+    try:
+        want = pq.read_table(bad)
+    except pa.ArrowException as exc:
+        with pytest.raises(CorruptDataError) as got:
+            read_table(bad, backend="auto", decode="gpu", report=report)
+        assert isinstance(got.value, type(exc)) and str(exc) in str(got.value)
+    else:
+        assert_tables_equal(read_table(bad, backend="auto", decode="gpu", report=report), want)
+        where = {col: (w, why) for (col, w, why) in report.columns}
+        assert {w for w, _ in where.values()} == {"pyarrow"}, where
+        assert "column chunk holds 30 values for 60 rows" in where["kind"][1]
+        assert all(why.startswith("pyarrow reads this file whole") for c, (_, why) in where.items() if c != "kind")
 
 
 def _kept_stats(opened) -> dict:

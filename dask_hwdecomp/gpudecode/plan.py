@@ -10,6 +10,13 @@ decoded chunks. A column with any chunk the GPU cannot decode (its type,
 an encoding, levels, or anything off in its pages) is left to pyarrow for
 the whole image, with the reason in :attr:`DecodePlan.fallbacks`: pyarrow
 then decodes it, or raises its own error, as it does without the GPU.
+
+A chunk whose values do not add up to its row group's rows (the metadata's
+``num_values``, or its pages' counts) leaves *every* column of its image to
+pyarrow: what pyarrow does with such a file depends on the columns it reads
+together (pyarrow 25 refuses the whole read, "expected length 600 but got
+length 300", yet reads the one column alone), so only its read of the whole
+file gives its result.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ import pyarrow.parquet as pq
 from ..errors import PageLocation
 from ..names import field_names
 from .pagewalk import (
+    R_ROWS,
+    R_TOO_MANY,
+    R_V2ROWS,
     REASONS,
     S_DETAIL,
     S_END,
@@ -53,6 +63,8 @@ _NPHYS = max(Physical) + 1
 _NENC = max(Encoding) + 1
 # Why pyarrow decodes every column of an image with a name that is not UTF-8.
 NAME_NOT_UTF8 = "a column name of the file is not UTF-8 (pyarrow's ParquetFile, which plans the GPU decode, refuses it)"
+# Walk statuses that say a chunk's values do not add up to its row group's rows.
+_MISCOUNTED = (R_ROWS, R_V2ROWS, R_TOO_MANY)
 
 
 def _encoding_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -284,7 +296,12 @@ def _chunk_bytes(cc, footer: int) -> tuple[int, int] | str:
 
 
 def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
-    """Classify an image's columns; (metadata, gpu leaves {leaf: GpuColumn}, fallbacks, pending chunks)."""
+    """Classify an image's columns.
+
+    Returns (metadata, gpu leaves {leaf: GpuColumn}, fallbacks, pending
+    chunks, the names of columns whose metadata's values are not their
+    row groups' rows).
+    """
     wanted = None if columns is None else set(columns)
     try:
         pf = pq.ParquetFile(pa.py_buffer(src.data), read_dictionary=list(read_dictionary) or None)
@@ -296,13 +313,13 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
         # raises its own error there, located, as without a GPU.
         logger.info("%s: the GPU decodes none of its columns: pyarrow cannot open it (%s: %s)", src.path,
                     type(exc).__name__, exc)
-        return None, {}, {}, []
+        return None, {}, {}, [], []
     except UnicodeDecodeError:
         # pyarrow's dataset reader, which decodes the image, reads such a file:
         # the columns are left to it, under the names it prints.
         image = pa_ds.ParquetFileFormat().make_fragment(pa.BufferReader(pa.py_buffer(src.data)))
         names = field_names(image.physical_schema)
-        return image.metadata, {}, {n: NAME_NOT_UTF8 for n in names if wanted is None or n in wanted}, []
+        return image.metadata, {}, {n: NAME_NOT_UTF8 for n in names if wanted is None or n in wanted}, [], []
     fields = set(pf.schema_arrow.names)
     gpu: dict[int, GpuColumn] = {}
     fallbacks: dict[str, str] = {}
@@ -317,6 +334,7 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
             gpu[leaf] = cls
     groups = range(md.num_row_groups) if row_groups is None else row_groups
     pending: list[_Pending] = []
+    miscounted: list[str] = []
     footer = _footer_offset(src.data)
     for rg in groups:
         rg_meta = md.row_group(rg)
@@ -338,9 +356,10 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
             if num_values != rows:
                 fallbacks[col.name] = (f"row group {src.original_row_group(rg)}: column chunk holds {num_values} values "
                                        f"for {rows} rows")
+                miscounted.append(col.name)
                 continue
             pending.append(_Pending(leaf, rg, got[0], got[1], num_values, rows))
-    return md, gpu, fallbacks, pending
+    return md, gpu, fallbacks, pending, miscounted
 
 
 def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None = None, *,
@@ -360,8 +379,8 @@ def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None
     # running totals over the images: pages, rows, dictionary entries, bytes of ``data``
     totals = np.zeros(4, np.int64)
     for i, src in enumerate(sources):
-        md, gpu, fallbacks, pending = _image_plan(src, columns, None if row_groups is None else row_groups[i],
-                                                  read_dictionary)
+        md, gpu, fallbacks, pending, miscounted = _image_plan(src, columns, None if row_groups is None else row_groups[i],
+                                                              read_dictionary)
         res, walked = walk_chunks(
             src.data,
             np.array([p.start for p in pending], np.int64),
@@ -377,6 +396,12 @@ def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None
             name = gpu[pending[k].leaf].name
             if name not in fallbacks:
                 fallbacks[name] = _reason(res[k], src.original_row_group(pending[k].row_group))
+            if int(res[k, S_STATUS]) in _MISCOUNTED and name not in miscounted:
+                miscounted.append(name)
+        if miscounted:
+            why = f"pyarrow reads this file whole: its column {miscounted[0]!r} does not add up ({fallbacks[miscounted[0]]})"
+            for col in gpu.values():
+                fallbacks.setdefault(col.name, why)
         keep = np.array([gpu[p.leaf].name not in fallbacks for p in pending], bool)
         kept = [p for p, ok in zip(pending, keep) if ok]
         chunks, pages, src_ranges = _records(src, kept, [gpu[p.leaf] for p in kept], res[keep], walked,
