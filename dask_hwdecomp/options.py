@@ -61,8 +61,10 @@ _MIN_PINNED = 64 * _MiB
 # What a GPU backend is created with (streams, batcher, host CRC check, its
 # CPU redo pool): backends of equal values are one and the same.
 GPU_BACKEND_OPTIONS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads")
-# HWDECOMP_* variables that are not options (test and library locations).
-_OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB", "HWDECOMP_TIMELINE"})
+# HWDECOMP_* variables that are not options (test and library locations,
+# the timeline, the GPU service's decoder runners).
+_OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB", "HWDECOMP_TIMELINE",
+                        "HWDECOMP_DECODE_RUNNERS"})
 
 
 class UnknownOptionWarning(UserWarning):

@@ -131,8 +131,26 @@ def test_unknown_variable_warns_once_with_the_closest_name(monkeypatch):
         current_options()  # once per process
 
 
+def _variables_the_package_reads() -> set:
+    """Every ``HWDECOMP_*`` name the package's source spells out as a string."""
+    import re
+    from pathlib import Path
+
+    import dask_hwdecomp
+
+    root = Path(dask_hwdecomp.__file__).parent
+    return {m for f in root.rglob("*.py") for m in re.findall(r"[\"'](HWDECOMP_[A-Z0-9_]+)[\"']", f.read_text())}
+
+
 def test_variables_that_are_not_options_do_not_warn(monkeypatch):
+    # Each variable the package reads itself (the decoder's runners, the
+    # timeline, nvCOMP's location, ...): setting it is no typo.
+    names = _variables_the_package_reads()
+    assert {"HWDECOMP_NVCOMP_LIB", "HWDECOMP_DECODE_RUNNERS", "HWDECOMP_TIMELINE"} <= names
+    for name in names:
+        monkeypatch.setenv(name, "1")
     monkeypatch.setenv("HWDECOMP_NVCOMP_LIB", "/nowhere/libnvcomp.so")
+    monkeypatch.delenv("HWDECOMP_TIMELINE")  # it would write spans
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnknownOptionWarning)
         current_options()
