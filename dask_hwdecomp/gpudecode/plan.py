@@ -299,8 +299,8 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
     """Classify an image's columns.
 
     Returns (metadata, gpu leaves {leaf: GpuColumn}, fallbacks, pending
-    chunks, the names of columns whose metadata's values are not their
-    row groups' rows).
+    chunks, {name: why} of the columns whose metadata's values are not
+    their row groups' rows).
     """
     wanted = None if columns is None else set(columns)
     try:
@@ -313,13 +313,13 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
         # raises its own error there, located, as without a GPU.
         logger.info("%s: the GPU decodes none of its columns: pyarrow cannot open it (%s: %s)", src.path,
                     type(exc).__name__, exc)
-        return None, {}, {}, [], []
+        return None, {}, {}, [], {}
     except UnicodeDecodeError:
         # pyarrow's dataset reader, which decodes the image, reads such a file:
         # the columns are left to it, under the names it prints.
         image = pa_ds.ParquetFileFormat().make_fragment(pa.BufferReader(pa.py_buffer(src.data)))
         names = field_names(image.physical_schema)
-        return image.metadata, {}, {n: NAME_NOT_UTF8 for n in names if wanted is None or n in wanted}, [], []
+        return image.metadata, {}, {n: NAME_NOT_UTF8 for n in names if wanted is None or n in wanted}, [], {}
     fields = set(pf.schema_arrow.names)
     gpu: dict[int, GpuColumn] = {}
     fallbacks: dict[str, str] = {}
@@ -334,7 +334,7 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
             gpu[leaf] = cls
     groups = range(md.num_row_groups) if row_groups is None else row_groups
     pending: list[_Pending] = []
-    miscounted: list[str] = []
+    miscounted: dict[str, str] = {}
     footer = _footer_offset(src.data)
     for rg in groups:
         rg_meta = md.row_group(rg)
@@ -354,9 +354,8 @@ def _image_plan(src: ImageSource, columns, row_groups, read_dictionary):
                 continue
             num_values = cc.num_values
             if num_values != rows:
-                fallbacks[col.name] = (f"row group {src.original_row_group(rg)}: column chunk holds {num_values} values "
-                                       f"for {rows} rows")
-                miscounted.append(col.name)
+                fallbacks[col.name] = miscounted[col.name] = (
+                    f"row group {src.original_row_group(rg)}: column chunk holds {num_values} values for {rows} rows")
                 continue
             pending.append(_Pending(leaf, rg, got[0], got[1], num_values, rows))
     return md, gpu, fallbacks, pending, miscounted
@@ -394,12 +393,13 @@ def plan_sources(sources: Sequence[ImageSource], columns: Collection[str] | None
         )
         for k in np.flatnonzero(res[:, S_STATUS]):
             name = gpu[pending[k].leaf].name
-            if name not in fallbacks:
-                fallbacks[name] = _reason(res[k], src.original_row_group(pending[k].row_group))
-            if int(res[k, S_STATUS]) in _MISCOUNTED and name not in miscounted:
-                miscounted.append(name)
+            why = _reason(res[k], src.original_row_group(pending[k].row_group))
+            fallbacks.setdefault(name, why)
+            if int(res[k, S_STATUS]) in _MISCOUNTED:
+                miscounted.setdefault(name, why)
         if miscounted:
-            why = f"pyarrow reads this file whole: its column {miscounted[0]!r} does not add up ({fallbacks[miscounted[0]]})"
+            name, first = next(iter(miscounted.items()))
+            why = f"pyarrow reads this file whole: its column {name!r} does not add up ({first})"
             for col in gpu.values():
                 fallbacks.setdefault(col.name, why)
         keep = np.array([gpu[p.leaf].name not in fallbacks for p in pending], bool)
