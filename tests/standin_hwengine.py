@@ -70,7 +70,10 @@ deadlines. ``misbehave``
 breaks the contract on purpose, for tests of ``hwdecomp selfcheck``:
 ``"write_past"`` writes bytes past every output without counting them,
 ``"no_slot"`` never records the actual size, ``"claim_hint"`` records
-``dstNumBytes`` for an operation that failed.
+``dstNumBytes`` for an operation that failed, ``"lenient_lz4"`` decodes an
+LZ4 block whose match reaches before the block's start (zeros for the bytes
+before it) with success, as nvCOMP 6.0 does (mutation runs on an H100,
+docs/gpu.md), where LZ4's reference decoder refuses it.
 """
 
 from __future__ import annotations
@@ -130,6 +133,42 @@ def _unsnappy(data: bytes, out: np.ndarray) -> int:
     if n > len(out):
         raise ValueError("output larger than the maximum length")
     return cramjam.snappy.decompress_raw_into(varint(n) + data, out)
+
+
+def _lenient_lz4(data: bytes, out: np.ndarray) -> int:
+    """An LZ4 block decoded as nvCOMP was seen to: a match before the block's start reads zeros, no error."""
+    src = np.frombuffer(data, np.uint8)
+    ip = op = 0
+    while ip < len(src):
+        token = int(src[ip])
+        ip += 1
+        n = token >> 4
+        if n == 15:
+            while True:
+                b = int(src[ip])
+                ip += 1
+                n += b
+                if b != 255:
+                    break
+        out[op : op + n] = src[ip : ip + n]
+        ip += n
+        op += n
+        if ip >= len(src):
+            return op
+        offset = int(src[ip]) | int(src[ip + 1]) << 8
+        ip += 2
+        n = token & 15
+        if n == 15:
+            while True:
+                b = int(src[ip])
+                ip += 1
+                n += b
+                if b != 255:
+                    break
+        for _ in range(n + 4):
+            out[op] = out[op - offset] if offset <= op else 0
+            op += 1
+    return op
 
 
 _DECODERS = {
@@ -209,7 +248,7 @@ class StandinHwEngine:
                  busy_bytes_per_s: float | None = None):
         if fault not in (None, "die", "hang", "illegal_address") or fault_on not in ("corrupt", "every call"):
             raise ValueError(f"unknown fault {fault!r} on {fault_on!r}")
-        if misbehave not in (None, "write_past", "no_slot", "claim_hint"):
+        if misbehave not in (None, "write_past", "no_slot", "claim_hint", "lenient_lz4"):
             raise ValueError(f"unknown misbehaviour {misbehave!r}")
         self.mask = mask
         self.max_length = max_length
@@ -360,7 +399,10 @@ class StandinHwEngine:
             try:
                 if self.fail_if is not None and self.fail_if(rec):
                     raise ValueError("fail_if")
-                written = _DECODERS[int(rec["algo"])](src, scratch)
+                decode = _DECODERS[int(rec["algo"])]
+                if self.misbehave == "lenient_lz4" and int(rec["algo"]) == 4:
+                    decode = _lenient_lz4
+                written = decode(src, scratch)
             except Exception:  # undefined on the engine; the slot is left alone [nvcomp, xgb zero it first]
                 self.failed_operations += 1
                 self._undefined(ops)

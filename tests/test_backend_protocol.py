@@ -30,7 +30,7 @@ from standin_hwengine import StandinHwEngine
 OPTS = Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
 METHODS = ("decompress", "host_buffer", "register_host", "stats", "close")
 CAPABILITIES = {"name": str, "algorithms": frozenset, "max_job_bytes": (int, type(None)), "overwrites_gaps": bool,
-                "keeps_outputs": bool, "deadline_bytes_per_s": (int, type(None))}
+                "keeps_outputs": bool, "lz4_checked": bool, "deadline_bytes_per_s": (int, type(None))}
 
 
 def _parameters(func) -> list[tuple[str, object, object]]:

@@ -124,6 +124,7 @@ class CpuBackend:
     max_job_bytes = None
     overwrites_gaps = False  # each job writes its own output alone
     keeps_outputs = False
+    lz4_checked = True  # LZ4's reference decoder itself
     deadline_bytes_per_s = None
 
     def __init__(self, threads: int):

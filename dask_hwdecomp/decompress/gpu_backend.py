@@ -102,6 +102,7 @@ class GpuBackend:
     overwrites_gaps = True
     # ``decompress`` can also keep the outputs on the device (``keep``).
     keeps_outputs = True
+    lz4_checked = False  # nvCOMP decodes a match before the start; the engine is unverified
     # Hosted in the GPU service, its requests get the service's deadline rule
     # (a stand-in of the tests may declare another rate).
     deadline_bytes_per_s: int | None = None

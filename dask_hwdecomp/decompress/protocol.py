@@ -57,6 +57,11 @@ class Backend(Protocol):
     keeps_outputs : bool
         ``decompress`` takes ``keep``, and keeps the outputs on the device
         for the GPU decoder.
+    lz4_checked : bool
+        Its LZ4 decoder refuses every block LZ4's reference decoder refuses
+        (a match reaching before the block's start among them). Where
+        False, the router walks the batch's LZ4 blocks on the host during
+        the call (:mod:`~dask_hwdecomp.decompress.lz4_walk`).
     deadline_bytes_per_s : int or None
         Hosted in the GPU service: the rate its requests' deadlines grant
         (None: the service's rule).
@@ -67,6 +72,7 @@ class Backend(Protocol):
     max_job_bytes: int | None
     overwrites_gaps: bool
     keeps_outputs: bool
+    lz4_checked: bool
     deadline_bytes_per_s: int | None
 
     def decompress(self, jobs: Sequence[Job] | JobTable, src: memoryview, dst: memoryview,

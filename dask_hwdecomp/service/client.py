@@ -166,6 +166,7 @@ class ServiceClient:
 
     # Outputs stay on the device inside keeping(), not by decompress(keep=).
     keeps_outputs = False
+    lz4_checked = False  # its hosted backends are GPU backends (GpuBackend.lz4_checked)
     # A client is hosted nowhere: its requests' deadlines are the service's.
     deadline_bytes_per_s: int | None = None
 

@@ -1,0 +1,208 @@
+"""LZ4 blocks checked on the host by the rules of LZ4's reference decoder, while a GPU decompresses them.
+
+nvCOMP decodes an LZ4 block whose match reaches before the block's start
+with status 0, to other bytes (it reads whatever memory lies there), where
+``LZ4_decompress_safe`` (pyarrow's decoder) refuses the block: a corrupt
+page would come back as rows where pyarrow raises. :func:`walk_blocks`
+walks every sequence of a batch's LZ4 blocks (tokens, lengths and offsets,
+never the literals' bytes) and names the first rule each block breaks, of
+those the reference decoder enforces on a whole block:
+
+* a literal run or a match that ends past the block's output, or a literal
+  run past its input;
+* a match offset of more bytes than the block has produced
+  (:data:`BEFORE_START`);
+* the end of block: the last sequence is literals only, ending exactly at
+  the input's end; a sequence whose literals come within 12 bytes of the
+  output's end, or within 8 bytes of the input's end, must be that last
+  one, and no match may end within the output's last 5 bytes;
+* the input ending inside a sequence, or the block's output not its
+  declared size.
+
+It is never stricter than the reference: every block it refuses,
+``LZ4_decompress_safe`` refuses (``tests/test_lz4_walk.py`` checks this
+against pyarrow's codec on mutated blocks). :class:`Lz4Walk` runs the
+walk on a thread of its own (compiled without the GIL) during the GPU
+call, so a read pays its CPU time but not its wall time.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+from .. import timeline
+from ..errors import CorruptPageError
+from ..jobs import ALGOS, Algo, JobTable
+
+__all__ = ["walk_blocks", "Lz4Walk", "REASONS", "BEFORE_START"]
+
+# Verdicts of one block (REASONS names them).
+OK, BAD_END, LITERALS_PAST, BEFORE_START, MATCH_PAST, SIZE, LAST_RULE, MATCH_IN_TAIL, EMPTY = range(9)
+REASONS = {
+    BAD_END: "the input ends inside a sequence",
+    LITERALS_PAST: "a literal run runs past the block's input or output",
+    BEFORE_START: "a match reaches before the block's start",
+    MATCH_PAST: "a match runs past the block's output",
+    SIZE: "the block decodes to another size than the page declares",
+    LAST_RULE: "a sequence near the block's end is not its last (LZ4's end-of-block rule)",
+    MATCH_IN_TAIL: "a match ends within the block's last 5 bytes (LZ4's end-of-block rule)",
+    EMPTY: "an empty block of output 0 is not the single byte 0",
+}
+_MFLIMIT, _LASTLITERALS = 12, 5
+_LZ4 = ALGOS.index(Algo.LZ4)
+
+
+@njit(nogil=True, cache=True)
+def _walk_one(src, start, size, out_size):  # pragma: no cover - compiled
+    end = start + size
+    if out_size == 0:
+        return OK if size == 1 and src[start] == 0 else EMPTY
+    if size == 0:
+        return BAD_END
+    ip = start
+    op = np.int64(0)
+    while True:
+        if ip >= end:
+            return BAD_END
+        token = np.int64(src[ip])
+        ip += 1
+        length = token >> 4
+        if length == 15:
+            while True:
+                if ip >= end:
+                    return BAD_END
+                b = np.int64(src[ip])
+                ip += 1
+                length += b
+                if b != 255:
+                    break
+        if ip + length > end or op + length > out_size:
+            return LITERALS_PAST
+        near_end = op + length > out_size - _MFLIMIT or ip + length > end - (2 + 1 + _LASTLITERALS)
+        ip += length
+        op += length
+        if near_end or ip == end:
+            # the last sequence: literals only, to the input's exact end
+            if ip != end:
+                return LAST_RULE
+            return OK if op == out_size else SIZE
+        offset = np.int64(src[ip]) | (np.int64(src[ip + 1]) << 8)
+        ip += 2
+        if offset > op:
+            return BEFORE_START
+        length = token & 15
+        if length == 15:
+            while True:
+                if ip >= end:
+                    return BAD_END
+                b = np.int64(src[ip])
+                ip += 1
+                length += b
+                if b != 255:
+                    break
+        length += 4
+        if op + length > out_size:
+            return MATCH_PAST
+        if op + length > out_size - _LASTLITERALS:
+            return MATCH_IN_TAIL
+        op += length
+
+
+@njit(nogil=True, cache=True)
+def _walk_rows(src, algo, starts, sizes, outs, lz4, verdicts):  # pragma: no cover - compiled
+    for i in range(len(starts)):
+        if algo[i] == lz4:
+            verdicts[i] = _walk_one(src, starts[i], sizes[i], outs[i])
+
+
+def walk_blocks(table: JobTable, src: np.ndarray) -> np.ndarray:
+    """Each row's verdict (:data:`REASONS`' keys, 0 where sound or not LZ4) over the batch source ``src``.
+
+    Parameters
+    ----------
+    table : JobTable
+        The batch's jobs; rows of other algorithms are left at 0.
+    src : numpy.ndarray of uint8
+        The batch's source buffer (``src_offset`` indexes it).
+    """
+    rows = table.rows
+    verdicts = np.zeros(len(rows), np.int32)
+    starts = rows["src_offset"] + rows["preamble"]
+    sizes = rows["src_size"] - rows["preamble"]
+    if len(rows) and (starts.min() < 0 or (starts + sizes).max() > len(src) or sizes.min() < 0):
+        raise ValueError("a job's input lies outside the batch's source buffer")
+    _walk_rows(src, rows["algo"], starts, sizes, rows["dst_size"], _LZ4, verdicts)
+    return verdicts
+
+
+def _timed_walk(table: JobTable, src: np.ndarray) -> np.ndarray:
+    with timeline.span("lz4_walk", nbytes=int(table.rows["src_size"].sum())):
+        return walk_blocks(table, src)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hwdecomp-lz4-walk")
+        return _pool
+
+
+class Lz4Walk:
+    """The walk of a call's LZ4 rows, started on a thread of its own where the backend needs it (module docstring).
+
+    Use it as a context manager around the GPU call: leaving it waits for
+    the walk, whatever the call did, so the walk never reads ``src`` after
+    its buffer is gone. :meth:`check` then raises for the first refused
+    block.
+
+    Parameters
+    ----------
+    table : JobTable
+        The jobs of the call (only its LZ4 rows are walked).
+    src : memoryview
+        The batch's source buffer, alive until the walk is left.
+    backend : Backend
+        The backend the call runs on: nothing is walked where it is
+        ``lz4_checked``.
+    """
+
+    def __init__(self, table: JobTable, src: memoryview, backend) -> None:
+        self.table = table
+        self.backend = backend.name
+        self._future: Future | None = None
+        if not backend.lz4_checked and bool((table.algo_codes() == _LZ4).any()):
+            self._future = _executor().submit(_timed_walk, table, np.frombuffer(src, dtype=np.uint8))
+
+    def __enter__(self) -> Lz4Walk:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._future is not None:
+            self._future.exception()  # waits; its error, if any, is check()'s to raise
+
+    def check(self) -> None:
+        """Raise for the first block (in the table's order) that LZ4's reference decoder refuses.
+
+        Raises
+        ------
+        CorruptPageError
+            Naming the page and the rule its block breaks.
+        """
+        if self._future is None:
+            return
+        verdicts = self._future.result()
+        bad = np.flatnonzero(verdicts)
+        if len(bad):
+            k = int(bad[0])
+            raise CorruptPageError(
+                f"lz4 block refused by the reference decoder's rules: {REASONS[int(verdicts[k])]} "
+                f"({self.backend} decodes such a block without an error)", self.table.location(k))
