@@ -8,6 +8,7 @@ import threading
 import cramjam
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
@@ -169,3 +170,30 @@ def test_a_gpu_backend_that_accepts_a_match_before_the_start_is_refused_through_
         assert info.value.location.page == 1
     finally:
         hw.close()
+
+
+def test_every_lz4_block_of_the_corpus_passes_the_walk(monkeypatch):
+    """Real writers' LZ4 blocks (raw, and Hadoop-framed ones' inner blocks), as the reader plans them."""
+    import dask_hwdecomp
+    from dask_hwdecomp.jobs import ALGOS, as_table
+    from dask_hwdecomp.routing.router import Router
+
+    from helpers import corpus_root
+
+    files = sorted((corpus_root() / "data").glob("*lz4*.parquet"))
+    if not files:
+        pytest.skip("the parquet-testing corpus is not here")
+    walked: list[tuple[int, int]] = []
+    run = Router.run
+
+    def run_and_walk(self, jobs, src, dst, report):
+        table = as_table(jobs)
+        lz4 = table.algo_codes() == ALGOS.index(Algo.LZ4)
+        walked.append((int(lz4.sum()), int((walk_blocks(table, np.frombuffer(src, np.uint8)) != 0).sum())))
+        return run(self, jobs, src, dst, report)
+
+    monkeypatch.setattr(Router, "run", run_and_walk)
+    for f in files:
+        assert dask_hwdecomp.read_table(f, backend="cpu").equals(pq.read_table(f)), f.name
+    assert sum(n for n, _ in walked) >= 5
+    assert sum(bad for _, bad in walked) == 0
