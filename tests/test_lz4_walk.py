@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import threading
 
 import cramjam
 import numpy as np
@@ -12,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dask_hwdecomp.decompress.cpu import CpuBackend
-from dask_hwdecomp.decompress.lz4_walk import BEFORE_START, Lz4Walk, walk_blocks
+from dask_hwdecomp.decompress.lz4_walk import BEFORE_START, check_lz4_blocks, walk_blocks
 from dask_hwdecomp.errors import CorruptPageError, PageLocation
 from dask_hwdecomp.jobs import Algo, Job, JobTable
 
@@ -111,15 +110,13 @@ class _Unchecked:
     lz4_checked = False
 
 
-def test_a_walk_beside_a_call_names_the_page_whose_match_reaches_before_its_start():
+def test_the_check_names_the_page_whose_match_reaches_before_its_start():
     block, size = _match_before_start()
     assert not _reference_accepts(block, size)
     good = _LZ4_RAW.compress(b"x" * 500, asbytes=True)
     table, src = _table([(good, 500), (block, size)])
-    with Lz4Walk(table, memoryview(src), _Unchecked()) as walk:
-        pass
     with pytest.raises(CorruptPageError, match="before the block's start") as info:
-        walk.check()
+        check_lz4_blocks(table, memoryview(src), _Unchecked())
     assert info.value.location.page == 1
     assert isinstance(info.value, OSError)  # caught as pyarrow's "Corrupt Lz4 compressed data" is
 
@@ -128,25 +125,28 @@ def test_no_walk_for_a_backend_whose_decoder_is_the_reference():
     block, size = _match_before_start()
     table, src = _table([(block, size)])
     assert CpuBackend.lz4_checked
-    with Lz4Walk(table, memoryview(src), CpuBackend) as walk:
-        pass
-    walk.check()  # nothing walked, nothing raised: the CPU backend refuses the block itself
+    check_lz4_blocks(table, memoryview(src), CpuBackend)  # the CPU backend refuses the block itself
 
 
-def test_the_walk_runs_beside_the_caller_and_is_waited_for():
-    rnd = random.Random(3)
-    blocks = [(_LZ4_RAW.compress(d, asbytes=True), len(d)) for d in (_sample(rnd, 200_000) for _ in range(20))]
+@pytest.mark.parametrize("bad_at", [0, 13, 39])
+def test_a_batch_walked_in_parts_names_its_first_bad_page_wherever_it_lies(bad_at):
+    rnd = random.Random(bad_at)
+    good = [(_LZ4_RAW.compress(d, asbytes=True), len(d)) for d in (_sample(rnd, 700_000) for _ in range(40))]
+    blocks = list(good)
+    blocks[bad_at] = _match_before_start()
+    if bad_at != 39:
+        blocks[39] = _match_before_start()  # a later bad page: the first is named
     table, src = _table(blocks)
-    caller = threading.get_ident()
-    with Lz4Walk(table, memoryview(src), _Unchecked()) as walk:
-        assert walk._future is not None
-    assert walk._future.done()
-    walk.check()
-    assert threading.get_ident() == caller
+    assert table.rows["src_size"].sum() >= 4 * (2 << 20)  # cut in the most parts
+    with pytest.raises(CorruptPageError) as info:
+        check_lz4_blocks(table, memoryview(src), _Unchecked())
+    assert info.value.location.page == bad_at
+    table, src = _table(good)
+    check_lz4_blocks(table, memoryview(src), _Unchecked())
 
 
 def test_a_gpu_backend_that_accepts_a_match_before_the_start_is_refused_through_the_walk(monkeypatch):
-    """The router walks LZ4 blocks beside a GPU backend: a block nvCOMP decodes with success still raises."""
+    """The router walks LZ4 blocks before a GPU backend's call: a block nvCOMP decodes with success still raises."""
     from dask_hwdecomp.decompress.hardware import create_with
     from dask_hwdecomp.options import Options
     from dask_hwdecomp.report import ReadReport
@@ -159,15 +159,18 @@ def test_a_gpu_backend_that_accepts_a_match_before_the_start_is_refused_through_
     good = _LZ4_RAW.compress(bytes(range(256)) * 8, asbytes=True)
     table, src = _table([(good, 2048), (block, size)])
     options = Options(backend="hardware", streams=1, batch_latency_ms=1.0, cpu_threads=2, cpu_retry=True)
-    hw = create_with(StandinHwEngine(mask=7, max_length=4 << 20, misbehave="lenient_lz4"), options)
+    engine = StandinHwEngine(mask=7, max_length=4 << 20, misbehave="lenient_lz4")
+    hw = create_with(engine, options)
     monkeypatch.setattr(registry, "probe", lambda name: None)
     monkeypatch.setattr(registry, "get_backend", lambda name, opts: hw if name == "hardware" else CpuBackend(2))
     try:
         dst = memoryview(bytearray(2048 + size))
         hw.decompress(table, memoryview(bytearray(src)), dst)  # the backend alone: no error, other bytes
-        with pytest.raises(CorruptPageError, match="before the block's start") as info:
+        engine.calls.clear()
+        with pytest.raises(CorruptPageError, match="rejected before the GPU") as info:
             Router(options).run(table, memoryview(bytearray(src)), dst, ReadReport())
         assert info.value.location.page == 1
+        assert engine.calls == []  # the bad block, and those beside it, never reached the engine
     finally:
         hw.close()
 

@@ -1,4 +1,4 @@
-"""LZ4 blocks checked on the host by the rules of LZ4's reference decoder, while a GPU decompresses them.
+"""LZ4 blocks checked on the host by the rules of LZ4's reference decoder, before a GPU decompresses them.
 
 nvCOMP decodes an LZ4 block whose match reaches before the block's start
 with status 0, to other bytes (it reads whatever memory lies there), where
@@ -21,15 +21,21 @@ those the reference decoder enforces on a whole block:
 
 It is never stricter than the reference: every block it refuses,
 ``LZ4_decompress_safe`` refuses (``tests/test_lz4_walk.py`` checks this
-against pyarrow's codec on mutated blocks). :class:`Lz4Walk` runs the
-walk on a thread of its own (compiled without the GIL) during the GPU
-call, so a read pays its CPU time but not its wall time.
+against pyarrow's codec on mutated blocks).
+
+:func:`check_lz4_blocks` walks a batch before its GPU call, in parts on
+several threads (compiled without the GIL), and the router calls it
+before every backend whose LZ4 decoder is not the reference
+(``lz4_checked``). Before, not beside: a block that passes keeps every
+literal run and match inside its input and output, so a malformed LZ4
+page never reaches a merged GPU call where other readers' pages lie next
+to its output (nvCOMP is not memory-safe on corrupt input).
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from numba import njit
@@ -38,7 +44,7 @@ from .. import timeline
 from ..errors import CorruptPageError
 from ..jobs import ALGOS, Algo, JobTable
 
-__all__ = ["walk_blocks", "Lz4Walk", "REASONS", "BEFORE_START"]
+__all__ = ["walk_blocks", "check_lz4_blocks", "REASONS", "BEFORE_START"]
 
 # Verdicts of one block (REASONS names them).
 OK, BAD_END, LITERALS_PAST, BEFORE_START, MATCH_PAST, SIZE, LAST_RULE, MATCH_IN_TAIL, EMPTY = range(9)
@@ -119,7 +125,7 @@ def _walk_rows(src, algo, starts, sizes, outs, lz4, verdicts):  # pragma: no cov
             verdicts[i] = _walk_one(src, starts[i], sizes[i], outs[i])
 
 
-def walk_blocks(table: JobTable, src: np.ndarray) -> np.ndarray:
+def walk_blocks(table: JobTable, src: np.ndarray, which: np.ndarray | None = None) -> np.ndarray:
     """Each row's verdict (:data:`REASONS`' keys, 0 where sound or not LZ4) over the batch source ``src``.
 
     Parameters
@@ -128,8 +134,10 @@ def walk_blocks(table: JobTable, src: np.ndarray) -> np.ndarray:
         The batch's jobs; rows of other algorithms are left at 0.
     src : numpy.ndarray of uint8
         The batch's source buffer (``src_offset`` indexes it).
+    which : numpy.ndarray of int64, optional
+        Walk only these rows (the verdicts are theirs, in this order).
     """
-    rows = table.rows
+    rows = table.rows if which is None else table.rows[which]
     verdicts = np.zeros(len(rows), np.int32)
     starts = rows["src_offset"] + rows["preamble"]
     sizes = rows["src_size"] - rows["preamble"]
@@ -139,11 +147,9 @@ def walk_blocks(table: JobTable, src: np.ndarray) -> np.ndarray:
     return verdicts
 
 
-def _timed_walk(table: JobTable, src: np.ndarray) -> np.ndarray:
-    with timeline.span("lz4_walk", nbytes=int(table.rows["src_size"].sum())):
-        return walk_blocks(table, src)
-
-
+# A batch's walk is cut in up to _PARTS parts of at least _PART_BYTES compressed
+# bytes, one on the caller's thread and the rest on the pool's.
+_PARTS, _PART_BYTES = 4, 2 << 20
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -152,57 +158,52 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hwdecomp-lz4-walk")
+            _pool = ThreadPoolExecutor(max_workers=_PARTS - 1, thread_name_prefix="hwdecomp-lz4-walk")
         return _pool
 
 
-class Lz4Walk:
-    """The walk of a call's LZ4 rows, started on a thread of its own where the backend needs it (module docstring).
+def check_lz4_blocks(table: JobTable, src: memoryview, backend) -> None:
+    """Before ``backend`` decompresses ``table``: raise for its first LZ4 block LZ4's reference decoder refuses.
 
-    Use it as a context manager around the GPU call: leaving it waits for
-    the walk, whatever the call did, so the walk never reads ``src`` after
-    its buffer is gone. :meth:`check` then raises for the first refused
-    block.
+    Nothing is walked where ``backend.lz4_checked``. The walk is cut in
+    parts run at once (the caller's thread and a small pool's); every part
+    is waited for before this returns or raises.
 
     Parameters
     ----------
     table : JobTable
         The jobs of the call (only its LZ4 rows are walked).
     src : memoryview
-        The batch's source buffer, alive until the walk is left.
+        The batch's source buffer.
     backend : Backend
-        The backend the call runs on: nothing is walked where it is
-        ``lz4_checked``.
+        The backend the call is for.
+
+    Raises
+    ------
+    CorruptPageError
+        Naming the page (the first in the table's order) and the rule its block breaks.
     """
-
-    def __init__(self, table: JobTable, src: memoryview, backend) -> None:
-        self.table = table
-        self.backend = backend.name
-        self._future: Future | None = None
-        if not backend.lz4_checked and bool((table.algo_codes() == _LZ4).any()):
-            self._future = _executor().submit(_timed_walk, table, np.frombuffer(src, dtype=np.uint8))
-
-    def __enter__(self) -> Lz4Walk:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._future is not None:
-            self._future.exception()  # waits; its error, if any, is check()'s to raise
-
-    def check(self) -> None:
-        """Raise for the first block (in the table's order) that LZ4's reference decoder refuses.
-
-        Raises
-        ------
-        CorruptPageError
-            Naming the page and the rule its block breaks.
-        """
-        if self._future is None:
-            return
-        verdicts = self._future.result()
-        bad = np.flatnonzero(verdicts)
-        if len(bad):
-            k = int(bad[0])
-            raise CorruptPageError(
-                f"lz4 block refused by the reference decoder's rules: {REASONS[int(verdicts[k])]} "
-                f"({self.backend} decodes such a block without an error)", self.table.location(k))
+    if backend.lz4_checked:
+        return
+    lz4 = np.flatnonzero(table.algo_codes() == _LZ4)
+    if not len(lz4):
+        return
+    data = np.frombuffer(src, dtype=np.uint8)
+    nbytes = table.rows["src_size"][lz4]
+    total = int(nbytes.sum())
+    parts = max(1, min(_PARTS, total // _PART_BYTES))
+    cuts = np.searchsorted(np.cumsum(nbytes), [total * k // parts for k in range(1, parts)], side="right")
+    pieces = np.split(lz4, cuts)
+    with timeline.span("lz4_walk", nbytes=total, parts=parts):
+        futures = [_executor().submit(walk_blocks, table, data, p) for p in pieces[1:]]
+        try:
+            first = walk_blocks(table, data, pieces[0])
+        finally:
+            wait(futures)  # every part done: none reads src once this returns
+        verdicts = np.concatenate([first] + [f.result() for f in futures])
+    bad = np.flatnonzero(verdicts)
+    if len(bad):
+        k = int(lz4[bad[0]])
+        raise CorruptPageError(
+            f"lz4 block refused by the reference decoder's rules: {REASONS[int(verdicts[bad[0]])]} "
+            f"(rejected before the GPU: {backend.name} decodes such a block without an error)", table.location(k))

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..backend_table import GPU_BACKENDS
 from ..decompress.cpu import decompress_one
-from ..decompress.lz4_walk import Lz4Walk
+from ..decompress.lz4_walk import check_lz4_blocks
 from ..errors import (
     BackendUnavailableError,
     ChecksumError,
@@ -241,49 +241,48 @@ class Router:
         # do not overlap (a CPU group waits for the GPU call before it).
         for key in sorted(groups, key=lambda k: backends[k].name == "cpu"):
             backend, group = backends[key], groups[key]
-            # A backend whose LZ4 decoder accepts blocks LZ4's reference refuses: the
-            # batch's LZ4 blocks are walked on the host during its call.
-            with Lz4Walk(group, src, backend) as walk:
-                t0 = time.perf_counter()
-                try:
-                    if backend.overwrites_gaps and len(groups) > 1:
-                        # A GPU backend copies outputs back in runs that include
-                        # the bytes between them: keep other backends' outputs out.
-                        rows = np.concatenate([g.rows for k, g in groups.items() if k != key])
-                        others = np.stack([rows["dst_offset"], rows["dst_offset"] + rows["dst_size"]], axis=1)
-                        redone = backend.decompress(group, src, dst, protect=others[np.lexsort(others.T[::-1])])
-                    else:
-                        redone = backend.decompress(group, src, dst)
-                    if redone:
-                        report.redone[backend.name] += redone
-                except ServiceUnreachable as exc:
-                    if self.options.backend != "auto":
-                        raise
-                    # The service was lost and cannot be started again: the CPU reads.
-                    self.unreachable[backend.name] = exc.reason
-                    report.unreachable.setdefault(backend.name, exc.reason)
-                    for job in group:
-                        decompress_one(job, src, dst)
-                    _account(report, "cpu", group, time.perf_counter() - t0)
-                    continue
-                except GpuBatchFailedError as exc:
-                    # The service was lost under pages the CPU decodes; the CPU's output is in dst.
-                    # The text, not the exception: a handler that keeps records (pytest's does) would
-                    # keep its frames, and with them the batch's shared buffers.
-                    report.retries.append(str(exc))
-                    logger.warning("decompressed on the CPU: %s", report.retries[-1])
-                    lost.append(exc.reason)
-                    _account(report, "cpu", group, time.perf_counter() - t0)
-                    continue
-                except CorruptPageError as exc:
-                    # A checksum that fails is the data's fault, not the GPU's:
-                    # the CPU would find the same bytes.
-                    if backend.name == "cpu" or not self.options.cpu_retry or isinstance(exc, ChecksumError):
-                        raise
-                    report.retries.append(str(exc))
-                    for job in group:  # the backend's jobs are redone as a whole on the CPU
-                        decompress_one(job, src, dst)
-                walk.check()
+            # A backend whose LZ4 decoder accepts blocks LZ4's reference refuses:
+            # the group's LZ4 blocks are walked on the host before its call.
+            check_lz4_blocks(group, src, backend)
+            t0 = time.perf_counter()
+            try:
+                if backend.overwrites_gaps and len(groups) > 1:
+                    # A GPU backend copies outputs back in runs that include
+                    # the bytes between them: keep other backends' outputs out.
+                    rows = np.concatenate([g.rows for k, g in groups.items() if k != key])
+                    others = np.stack([rows["dst_offset"], rows["dst_offset"] + rows["dst_size"]], axis=1)
+                    redone = backend.decompress(group, src, dst, protect=others[np.lexsort(others.T[::-1])])
+                else:
+                    redone = backend.decompress(group, src, dst)
+                if redone:
+                    report.redone[backend.name] += redone
+            except ServiceUnreachable as exc:
+                if self.options.backend != "auto":
+                    raise
+                # The service was lost and cannot be started again: the CPU reads.
+                self.unreachable[backend.name] = exc.reason
+                report.unreachable.setdefault(backend.name, exc.reason)
+                for job in group:
+                    decompress_one(job, src, dst)
+                _account(report, "cpu", group, time.perf_counter() - t0)
+                continue
+            except GpuBatchFailedError as exc:
+                # The service was lost under pages the CPU decodes; the CPU's output is in dst.
+                # The text, not the exception: a handler that keeps records (pytest's does) would
+                # keep its frames, and with them the batch's shared buffers.
+                report.retries.append(str(exc))
+                logger.warning("decompressed on the CPU: %s", report.retries[-1])
+                lost.append(exc.reason)
+                _account(report, "cpu", group, time.perf_counter() - t0)
+                continue
+            except CorruptPageError as exc:
+                # A checksum that fails is the data's fault, not the GPU's:
+                # the CPU would find the same bytes.
+                if backend.name == "cpu" or not self.options.cpu_retry or isinstance(exc, ChecksumError):
+                    raise
+                report.retries.append(str(exc))
+                for job in group:  # the backend's jobs are redone as a whole on the CPU
+                    decompress_one(job, src, dst)
             elapsed = time.perf_counter() - t0
             _account(report, backend.name, group, elapsed)
         report.batches += 1
