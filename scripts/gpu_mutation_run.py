@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 import sys
 import threading
@@ -39,50 +38,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-import pyarrow.parquet as pq  # noqa: E402
+from mutation_seeds import mutant, seed_maps  # noqa: E402
 
-from dask_hwdecomp.format.structs import Codec  # noqa: E402
-
-import checksum_cases as cc  # noqa: E402
-from fuzzing import MUTATORS, Harness, Results, file_map  # noqa: E402
-from helpers import corpus_root  # noqa: E402
-from rewrite import compress_values, gzip_members  # noqa: E402
+from fuzzing import Harness, Results  # noqa: E402
 
 CHECK_ERROR = re.compile(r"incorrect data check|checksum|crc", re.IGNORECASE)
-GPU_CODECS = ("snappy", "gzip", "lz4", "zstd")
-
-
-def seeds(work: Path) -> list[Path]:
-    """Small valid files with GPU codecs, then the corpus's."""
-    out = []
-    table = cc.table(1200)
-    for codec in GPU_CODECS:
-        for version in ("1.0", "2.0"):
-            for dictionary in (True, False):
-                p = work / f"{codec}-v{version[0]}-{'dict' if dictionary else 'plain'}.parquet"
-                pq.write_table(table, p, compression=codec, data_page_version=version, use_dictionary=dictionary,
-                               row_group_size=600, data_page_size=2000)
-                out.append(p)
-    plain = work / "plain.parquet"
-    pq.write_table(table, plain, compression="none", use_dictionary=False, data_page_size=2000)
-    members = work / "gzip-members.parquet"
-    from rewrite import rewrite_pages
-
-    rewrite_pages(plain, members, compress_values(gzip_members(3)), codec=Codec.GZIP)
-    out.append(members)
-    out.append(cc.zstd_checksummed(work))
-    root = corpus_root() / "data"
-    if root.is_dir():
-        for p in sorted(root.glob("*.parquet")):
-            name = p.name.lower()
-            if p.stat().st_size < (2 << 20) and any(c in name for c in GPU_CODECS):
-                try:
-                    pq.read_table(p)
-                    file_map(p)
-                except Exception:  # not a valid seed (pyarrow or our map refuses it)
-                    continue
-                out.append(p)
-    return out
 
 
 def main(argv=None) -> int:
@@ -99,9 +59,7 @@ def main(argv=None) -> int:
                     help="replay only these case numbers (comma-separated)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    seed_files = seeds(args.out)
-    maps = [(p, file_map(p)) for p in seed_files]
-    names = sorted(MUTATORS)
+    maps = seed_maps(args.out)
     options = {"gpu_timeout_s": args.gpu_timeout, "decode": args.decode} if args.backend != "cpu" else {}
     started = time.monotonic()
     lock = threading.Lock()
@@ -122,10 +80,7 @@ def main(argv=None) -> int:
                     i = next(counter, None)
                 if i is None:
                     return
-                path, fm = maps[i % len(maps)]
-                mutator = names[(i // len(maps)) % len(names)]
-                data = MUTATORS[mutator](fm, random.Random(i))
-                label = f"{mutator}:{path.name}:{i}"
+                path, label, data = mutant(maps, i)
                 harness.run(data, label, backend=args.backend, options=options)
                 with lock:
                     per_seed[path.name] += 1
