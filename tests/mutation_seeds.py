@@ -23,7 +23,7 @@ from fuzzing import MUTATORS, file_map
 from helpers import corpus_root
 from rewrite import compress_values, gzip_members, rewrite_pages
 
-__all__ = ["GPU_CODECS", "seeds", "seed_maps", "mutant"]
+__all__ = ["GPU_CODECS", "seeds", "seed_maps", "mutant", "mutant_of"]
 
 GPU_CODECS = ("snappy", "gzip", "lz4", "zstd")
 
@@ -70,3 +70,13 @@ def mutant(maps: list, i: int) -> tuple[Path, str, bytes]:
     names = sorted(MUTATORS)
     name = names[(i // len(maps)) % len(names)]
     return path, f"{name}:{path.name}:{i}", MUTATORS[name](fm, random.Random(i))
+
+
+def mutant_of(maps: list, seed_name: str, mutator: str, i: int) -> tuple[str, bytes]:
+    """What case ``i`` of a run is when it mutates ``seed_name`` with ``mutator``: (label, bytes).
+
+    The same file whatever the seed list holds (its length moves the cases'
+    numbering with the corpus and pyarrow's version): a case replayed by name.
+    """
+    path, fm = next((p, fm) for p, fm in maps if p.name == seed_name)
+    return f"{mutator}:{seed_name}:{i}", MUTATORS[mutator](fm, random.Random(i))

@@ -200,3 +200,33 @@ def test_every_lz4_block_of_the_corpus_passes_the_walk(monkeypatch):
         assert dask_hwdecomp.read_table(f, backend="cpu").equals(pq.read_table(f)), f.name
     assert sum(n for n, _ in walked) >= 5
     assert sum(bad for _, bad in walked) == 0
+
+
+def test_the_pages_read_beside_case_936_in_the_mutation_run_are_refused_before_any_gpu_call(tmp_path, monkeypatch):
+    """Zstd pages relabelled LZ4 (the mutation run's neighbours of an unmutated file that came back wrong)."""
+    from mutation_seeds import mutant_of, seed_maps
+
+    import dask_hwdecomp
+    from dask_hwdecomp.jobs import ALGOS, as_table
+    from dask_hwdecomp.routing.router import Router
+
+    maps = seed_maps(tmp_path)
+    walked: list[tuple[int, int]] = []
+    run = Router.run
+
+    def run_and_walk(self, jobs, src, dst, report):
+        table = as_table(jobs)
+        lz4 = table.algo_codes() == ALGOS.index(Algo.LZ4)
+        walked.append((int(lz4.sum()), int((walk_blocks(table, np.frombuffer(src, np.uint8))[lz4] != 0).sum())))
+        return run(self, jobs, src, dst, report)
+
+    monkeypatch.setattr(Router, "run", run_and_walk)
+    for i, seed in {930: "zstd-v1-dict", 931: "zstd-v1-plain", 932: "zstd-v2-dict", 933: "zstd-v2-plain",
+                    935: "zstd-checksummed-v1"}.items():
+        _, data = mutant_of(maps, f"{seed}.parquet", "wrong_codec_everywhere", i)
+        path = tmp_path / f"case{i}.parquet"
+        path.write_bytes(data)
+        with pytest.raises(CorruptPageError):
+            dask_hwdecomp.read_table(path, backend="cpu")
+    assert sum(n for n, _ in walked) >= 30
+    assert all(n == bad for n, bad in walked)  # every LZ4 block of them refused
