@@ -42,6 +42,7 @@ from numba import njit
 
 from .. import timeline
 from ..errors import CorruptPageError
+from ..format.pages import check_page_crc
 from ..jobs import ALGOS, Algo, JobTable
 
 __all__ = ["walk_blocks", "check_lz4_blocks", "REASONS", "BEFORE_START"]
@@ -180,6 +181,9 @@ def check_lz4_blocks(table: JobTable, src: memoryview, backend) -> None:
 
     Raises
     ------
+    ChecksumError
+        The refused block's page carries a CRC-32 to verify, and it does
+        not match (what pyarrow reports first).
     CorruptPageError
         Naming the page (the first in the table's order) and the rule its block breaks.
     """
@@ -204,6 +208,10 @@ def check_lz4_blocks(table: JobTable, src: memoryview, backend) -> None:
     bad = np.flatnonzero(verdicts)
     if len(bad):
         k = int(lz4[bad[0]])
+        # With verify_checksums a page's CRC-32 is judged before its decoder, as pyarrow does.
+        crc = table.job(k).page_crc
+        if crc is not None:
+            check_page_crc(src[crc.offset : crc.offset + crc.size], crc.value, table.location(k))
         raise CorruptPageError(
             f"lz4 block refused by the reference decoder's rules: {REASONS[int(verdicts[bad[0]])]} "
             f"(rejected before the GPU: {backend.name} decodes such a block without an error)", table.location(k))
