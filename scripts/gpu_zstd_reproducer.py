@@ -6,9 +6,11 @@ Usage (on the GPU machine, from the repository root, tests/ importable)::
 
 The frame there is a mutated Parquet page that libzstd decodes without an
 error; the mutation run of 2026-12-05 read other values from it through
-nvCOMP. A conforming decoder agrees with libzstd on every frame libzstd
-accepts: this prints both outputs' SHA-256 prefixes and the first
-differing byte, and exits 1 where they differ (a reproducer for NVIDIA).
+nvCOMP. It is corrupt: one of its Huffman literal streams needs bits from
+before its start, which libzstd's fast path takes from the stream below it
+and nvCOMP fills with zeros (benchmarks/results/2026-12-07-h100-lz4walk/).
+This prints both outputs' SHA-256 prefixes and the first differing byte,
+and exits 1 where they differ.
 """
 
 from __future__ import annotations
