@@ -68,6 +68,7 @@ from .decoding import DecodeOutput, decode_in_service
 from .keeping import KeptRuns
 from .rundir import address_for
 from .shm import SharedBuffer, SharedPool, SharedSegment
+from .spares import spare_stats
 
 __all__ = ["ServiceClient", "GPU_FACTORIES"]
 
@@ -464,7 +465,8 @@ class ServiceClient:
         ``cpu_kept`` (of those, batches the CPU decodes, whose CPU output
         stood), ``retried`` (decodes sent again to a fresh service after a
         loss), ``timeouts`` (services it killed: a request of its own was
-        overdue).
+        overdue), ``spare_*`` (the ordinary memory its copied outputs
+        landed in: reused, fresh, kept unused; :mod:`.spares`).
 
         Raises
         ------
@@ -481,6 +483,7 @@ class ServiceClient:
         out["cpu_kept"] = self.cpu_kept
         out["timeouts"] = self.timeouts
         out["foreign_copies"] = self.foreign_copies
+        out.update(spare_stats(self))
         out.update(reply.values)
         return out
 

@@ -24,7 +24,10 @@ pool nor make the next reads wait for fresh memory to be pinned (the
 service registers a new segment at 2 to 3 GB/s, stalling its other copies),
 outputs are copied into ordinary memory, and their shared buffer given back
 at once, while the outputs alive exceed :data:`ZERO_COPY_SHARE` of the
-pool's cap (``pinned_bytes``); the read's report counts those copies.
+pool's cap (``pinned_bytes``); the read's report counts those copies. That
+ordinary memory is reused once its arrays are gone, up to the same share
+(:mod:`~dask_hwdecomp.service.spares`): a copy into fresh memory faults
+every page in.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from ..gpudecode.tables import place_outputs
 from . import wire
 from .connection import Overdue, ServiceGone
 from .keeping import KeptRuns
+from .spares import spares_for
 
 __all__ = ["DecodeOutput", "OutputOwner", "DecoderLost", "decode_in_service", "ZERO_COPY_SHARE"]
 
@@ -262,10 +266,10 @@ def _decode_once(client, plan, src: memoryview, kept: KeptRuns | None) -> Decode
                 returns.live_bytes += nbytes
         if pressed:
             with timeline.span("decode_output_copy", nbytes=nbytes):
-                copy = np.empty(nbytes, dtype=np.uint8)
-                copy[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
+                view, owner = spares_for(client, client.pool.cap_bytes // ZERO_COPY_SHARE).take(nbytes)
+                np.frombuffer(view, dtype=np.uint8)[:] = np.frombuffer(out.view, dtype=np.uint8, count=nbytes)
             out.close()
-            return DecodeOutput(chunks, copy.data, copy, True)
+            return DecodeOutput(chunks, view, owner, True)
         view = out.view[:nbytes]
         return DecodeOutput(chunks, view, OutputOwner(out, nbytes, returns), False)
     finally:
