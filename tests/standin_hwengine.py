@@ -135,6 +135,18 @@ def _unsnappy(data: bytes, out: np.ndarray) -> int:
     return cramjam.snappy.decompress_raw_into(varint(n) + data, out)
 
 
+def _lz4_length(src: np.ndarray, ip: int, n: int) -> tuple[int, int]:
+    """An LZ4 token's length ``n`` with the bytes that extend it from ``src[ip]``, and where they end."""
+    if n == 15:
+        while True:
+            b = int(src[ip])
+            ip += 1
+            n += b
+            if b != 255:
+                break
+    return n, ip
+
+
 def _lenient_lz4(data: bytes, out: np.ndarray) -> int:
     """An LZ4 block decoded as nvCOMP was seen to: a match before the block's start reads zeros, no error."""
     src = np.frombuffer(data, np.uint8)
@@ -142,14 +154,7 @@ def _lenient_lz4(data: bytes, out: np.ndarray) -> int:
     while ip < len(src):
         token = int(src[ip])
         ip += 1
-        n = token >> 4
-        if n == 15:
-            while True:
-                b = int(src[ip])
-                ip += 1
-                n += b
-                if b != 255:
-                    break
+        n, ip = _lz4_length(src, ip, token >> 4)
         out[op : op + n] = src[ip : ip + n]
         ip += n
         op += n
@@ -157,14 +162,7 @@ def _lenient_lz4(data: bytes, out: np.ndarray) -> int:
             return op
         offset = int(src[ip]) | int(src[ip + 1]) << 8
         ip += 2
-        n = token & 15
-        if n == 15:
-            while True:
-                b = int(src[ip])
-                ip += 1
-                n += b
-                if b != 255:
-                    break
+        n, ip = _lz4_length(src, ip, token & 15)
         for _ in range(n + 4):
             out[op] = out[op - offset] if offset <= op else 0
             op += 1

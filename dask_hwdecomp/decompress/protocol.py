@@ -60,7 +60,7 @@ class Backend(Protocol):
     lz4_checked : bool
         Its LZ4 decoder refuses every block LZ4's reference decoder refuses
         (a match reaching before the block's start among them). Where
-        False, the router walks the batch's LZ4 blocks on the host during
+        False, the router walks the batch's LZ4 blocks on the host before
         the call (:mod:`~dask_hwdecomp.decompress.lz4_walk`).
     deadline_bytes_per_s : int or None
         Hosted in the GPU service: the rate its requests' deadlines grant
