@@ -282,9 +282,6 @@ def test_the_pool_stays_within_its_cap_over_a_loop_of_reads_held_then_released(m
         # 16 KB of outputs a read against 32 KiB for zero-copy outputs: each round copied its third past the share
         assert copied >= 2
         # the second round's copies went into the memory of the first's, released
-        from dask_hwdecomp.service.spares import spares_for
-
-        assert spares_for(b, 0).stats()["spare_reused"] >= 1
         stats = b.stats()
         assert stats["spare_reused"] >= 1 and stats["spare_kept_bytes"] <= cap // ZERO_COPY_SHARE
         assert stats["all_host_pinned_bytes"] <= cap

@@ -22,14 +22,11 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Spares", "SpareOwner", "spares_for", "spare_stats", "size_class"]
+from ..gpu.pool import size_class
 
+__all__ = ["Spares", "SpareOwner", "spares_for", "spare_stats", "SMALLEST"]
 
-def size_class(nbytes: int) -> int:
-    """``nbytes`` rounded up to a step of an eighth of its power of two (at least 4 KiB): at most 12.5 % more."""
-    n = max(int(nbytes), 1 << 12)
-    step = 1 << max(n.bit_length() - 4, 0)
-    return -(-n // step) * step
+SMALLEST = 1 << 12  # the smallest buffer kept: a page
 
 
 class SpareOwner:
@@ -61,7 +58,7 @@ class Spares:
 
     def take(self, nbytes: int) -> tuple[memoryview, SpareOwner]:
         """A buffer of at least ``nbytes`` (its first ``nbytes`` as a view) and the owner to keep with it."""
-        cls = size_class(nbytes)
+        cls = size_class(nbytes, minimum=SMALLEST)
         with self._lock:
             self._drain()
             stack = self._free.get(cls)
