@@ -31,7 +31,7 @@ from dask_hwdecomp.service import rundir, wire
 from dask_hwdecomp.service.client import ServiceClient
 from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for
 from dask_hwdecomp.service.server import Service
-from dask_hwdecomp.service.sockets import bind
+from dask_hwdecomp.service.sockets import bind, peer_of
 
 from helpers import assert_tables_equal
 from pagegen import assert_outputs, make_batch, run_batch
@@ -346,6 +346,40 @@ def test_readers_that_start_together_start_one_service(service_dir):
     assert len(pids) == 1
     (log,) = Path(service_dir).glob("*.log")
     text = log.read_text()
+    assert text.count(" listening on ") == 1 and "already listens" not in text, text
+
+
+def test_a_reader_that_takes_the_start_lock_late_connects_to_the_service_already_listening(service_dir,
+                                                                                           monkeypatch):
+    # The race of readers that start together, made certain: this reader
+    # finds no service, and before it takes the start lock another reader
+    # has started one, connected and let go of the lock. It connects to that
+    # service rather than starting a second one that only exits again.
+    from dask_hwdecomp.service import launch
+
+    address = address_for({"test": "service_backends:cpu"}, service_dir, gpu="none")
+    first = launch.connect(address, timeout_s=60)  # the other reader: started it, let go of the lock
+    real_attempt, real_start = launch._attempt_connect, launch.start_service
+    attempts, starts = [], []
+
+    def attempt(addr):
+        attempts.append(addr)
+        return None if len(attempts) == 1 else real_attempt(addr)  # looked just before it listened
+
+    def start(addr):
+        starts.append(addr)
+        return real_start(addr)
+
+    monkeypatch.setattr(launch, "_attempt_connect", attempt)
+    monkeypatch.setattr(launch, "start_service", start)
+    try:
+        second = launch.connect(address, timeout_s=60)
+        assert peer_of(second).pid == peer_of(first).pid
+        second.close()
+    finally:
+        first.close()
+    assert starts == [] and len(attempts) == 2
+    text = address.log.read_text()
     assert text.count(" listening on ") == 1 and "already listens" not in text, text
 
 

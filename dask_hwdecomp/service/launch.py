@@ -139,6 +139,12 @@ def connect(address: ServiceAddress, timeout_s: float, start: bool = True) -> so
                 if lock is None:
                     lock = _StartLock(address.start_lock)
                 if lock.acquired():  # else another reader is starting it: wait for it to listen
+                    # The reader that held the lock may have started it since this
+                    # reader's attempt above (and let go once connected): look again
+                    # under the lock, or a second service starts only to exit.
+                    sock = _attempt_connect(address)
+                    if sock is not None:
+                        return sock
                     proc = start_service(address)
             elif proc.poll() not in (None, 0):
                 raise ServiceUnreachable(
