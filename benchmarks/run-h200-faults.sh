@@ -22,6 +22,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+bash benchmarks/numba-cache-guard.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -18,6 +18,7 @@
 # VARIANTS, REPEATS, SPY_S.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl $(ls .devcarry/pyspy/*.whl 2>/dev/null) >/dev/null 2>&1 || exit 1
 export PYTHONUNBUFFERED=1
+bash benchmarks/numba-cache-guard.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 root=$PWD
 n() { grep -cE "(^| )$1( +\[ *[0-9]+%\]|$)" "$2"; }
