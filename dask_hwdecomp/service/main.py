@@ -11,6 +11,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from .compile_watch import watch_compiles
 from .rundir import ServiceAddress
 from .server import Service
 from .sockets import bind
@@ -30,6 +31,7 @@ def run(address: ServiceAddress, idle_s: float = 2.0, persist: bool = False) -> 
     if listener is None:
         logging.getLogger(__name__).info("a service already listens on %s", address.socket)
         return 0
+    watch_compiles()
     return Service(address, listener, idle_s=idle_s, persist=persist).serve()
 
 
