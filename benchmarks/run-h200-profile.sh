@@ -65,4 +65,9 @@ for what in "$@"; do
 done
 [ -f $OUT/spy.log ] && tail -2 $OUT/spy.log
 for f in $OUT/spy-service-*.txt; do [ -f $f ] && python3 benchmarks/spy_summary.py $f > ${f%.txt}-summary.log; done
+# The profiles' services log any numba compile inside a request (service/compile_watch.py): a step no warm-up
+# compiles, which on a cold cache can pass its request's deadline. Printed here, and the logs kept.
+compiled=$(cat /tmp/dask-hwdecomp-*/*.log 2>/dev/null | grep -o "numba compiled [^ ]*" | sort | uniq -c)
+[ -n "$compiled" ] && echo "compiled inside requests (service logs):" && echo "$compiled"
+logs=$(ls /tmp/dask-hwdecomp-*/*.log 2>/dev/null); [ -n "$logs" ] && tar czf $OUT/service-logs.tgz $logs 2>/dev/null
 [ -d /tmp/gantts ] && tar czf $OUT/gantts.tgz -C /tmp gantts; ls $OUT
