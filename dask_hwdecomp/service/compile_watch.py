@@ -32,46 +32,31 @@ logger = logging.getLogger(__name__)
 SERVING_THREADS = re.compile(r"hwdecomp-(run-\d+-\d+|decode-\d+-\d+|stream-\d+|decoder-\d+)$")
 
 
-class _Compiles:
-    """Logs each compile of a serving thread when it ends."""
+class _Watch(event.Listener):
+    """Logs each compile of a serving thread when it ends (compiles nest: a callee inside its caller)."""
 
     def __init__(self) -> None:
         self._began = threading.local()
 
-    def started(self) -> None:
+    def on_start(self, ev: event.Event) -> None:
         stack = getattr(self._began, "stack", None)
         if stack is None:
             stack = self._began.stack = []
         stack.append(time.perf_counter())
 
-    def ended(self, data) -> None:
+    def on_end(self, ev: event.Event) -> None:
         stack = getattr(self._began, "stack", None)
         began = stack.pop() if stack else time.perf_counter()
         name = threading.current_thread().name
         if not SERVING_THREADS.match(name):
             return
-        data = data if isinstance(data, dict) else {}
+        data = ev.data if isinstance(ev.data, dict) else {}
         func = getattr(data.get("dispatcher"), "py_func", None)
         what = f"{func.__module__}.{func.__qualname__}" if func is not None else "a function"
         logger.warning("numba compiled %s%s on %s inside a request (%.2f s): no warm-up compiles it, and on a "
                        "cold cache its request can pass its deadline", what, tuple(data.get("args", ())), name,
                        time.perf_counter() - began)
 
-
-def _listener(module, compiles: _Compiles):
-    """A listener of ``module``'s events (numba's ``core.event``) that tells ``compiles``."""
-
-    class Watch(module.Listener):
-        def on_start(self, ev) -> None:
-            compiles.started()
-
-        def on_end(self, ev) -> None:
-            compiles.ended(ev.data)
-
-    return Watch()
-
-
-_compiles = _Compiles()
 
 _installed = False
 _lock = threading.Lock()
@@ -87,5 +72,5 @@ def watch_compiles() -> None:
     global _installed
     with _lock:
         if not _installed:
-            event.register("numba:compile", _listener(event, _compiles))
+            event.register("numba:compile", _Watch())
             _installed = True
