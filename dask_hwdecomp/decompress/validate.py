@@ -49,7 +49,8 @@ def _block_fault(blocks: ZstdBlocks, block_max: int) -> str:
     if blocks.fault == BLOCK_TOO_LARGE:
         return f"block of {blocks.size} bytes exceeds the maximum {block_max}"
     if blocks.fault == BLOCK_LITERALS:
-        return f"the literals section of the compressed block at byte {blocks.at} contradicts the block"
+        return (f"the literals section of the compressed block at byte {blocks.at} contradicts the block"
+                " or describes a Huffman tree libzstd refuses")
     if blocks.fault == BLOCK_SEQUENCES:
         return f"the sequences section header of the compressed block at byte {blocks.at} contradicts the block"
     return f"block of {blocks.size} bytes runs past the page"

@@ -10,8 +10,10 @@ allows is refused first.
 Of a compressed block it also reads the section headers, as libzstd does
 before decoding anything (RFC 8878, 3.1.1.3): the literals section's type
 and sizes against the block (a treeless one needs a Huffman table earlier
-in the frame; four Huffman streams need 6 literals or more, and each
-stream at least one byte, ending in its end mark), and the sequences
+in the frame; a compressed one's Huffman tree description must be one
+libzstd accepts, :func:`~dask_hwdecomp.format.zstd_huffman.huffman_tree`;
+four Huffman streams need 6 literals or more, and each stream at least
+one byte, ending in its end mark), and the sequences
 section's count, its modes' reserved bits, a repeated table only after a
 block with sequences, an RLE symbol within its alphabet, and the sequences
 bitstream's end mark. Noise behind a valid block header (what made nvCOMP
@@ -31,6 +33,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .zstd_huffman import huffman_tree
+
 __all__ = ["ZstdBlocks", "BLOCK_OK", "BLOCK_HEADER_PAST", "BLOCK_RESERVED", "BLOCK_TOO_LARGE", "BLOCK_DATA_PAST",
            "BLOCK_LITERALS", "BLOCK_SEQUENCES", "zstd_block_max", "zstd_blocks", "compressed_block_fault"]
 
@@ -43,7 +47,7 @@ BLOCK_HEADER_PAST = 1  # a block header runs past the input
 BLOCK_RESERVED = 2  # a block of the reserved type
 BLOCK_TOO_LARGE = 3  # a block larger than the frame allows
 BLOCK_DATA_PAST = 4  # a block's stored bytes run past the input
-BLOCK_LITERALS = 5  # a compressed block's literals section contradicts the block
+BLOCK_LITERALS = 5  # a compressed block's literals section contradicts the block, or its Huffman tree is invalid
 BLOCK_SEQUENCES = 6  # a compressed block's sequences section header contradicts the block
 
 # Largest symbol of each sequence code's alphabet (literal lengths, offsets, match lengths).
@@ -136,7 +140,8 @@ def compressed_block_fault(src, p, n, block_max, tables):
     """Check the section headers of the compressed block ``src[p:p+n]`` as libzstd does before decoding.
 
     ``tables``: bit 1 set once a block of the frame defined a Huffman
-    table (compressed literals), bit 2 once one had sequences. Returns
+    table (compressed literals with a tree description libzstd accepts),
+    bit 2 once one had sequences. Returns
     ``(fault, tables)``: ``BLOCK_OK``, ``BLOCK_LITERALS`` or
     ``BLOCK_SEQUENCES``, and the bits with this block's.
     """
@@ -168,6 +173,9 @@ def compressed_block_fault(src, p, n, block_max, tables):
             head = np.int64(src[q])
             tree = 1 + (head if head < 128 else (head - 127 + 1) // 2)
             if tree >= litc:
+                return BLOCK_LITERALS, tables
+            size, _, _ = huffman_tree(src, q, streams_end, np.empty(256, np.uint8))
+            if size != tree:
                 return BLOCK_LITERALS, tables
             q += tree
         size = streams_end - q
