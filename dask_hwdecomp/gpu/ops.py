@@ -9,13 +9,19 @@ stand-in that keeps "device" memory on the host (``tests/standin_hwengine.py``).
 ``alloc_host(nbytes)`` (pinned), ``htod(dst, src, n, stream)``,
 ``dtoh(dst, src, n, stream)``, ``memset_d32(dst, value, count, stream)``,
 ``synchronize(stream)``, ``describe()``, and
-optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere) and
+optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere),
+``launch_kernel(kernel, blocks, threads, stream, *args)`` with
+``device_array(address, count, dtype)`` (numba-cuda kernels in stream
+order over borrowed device memory; without them work meant for a kernel
+runs on the host) and
 ``checksummer`` (an object with ``crc32_batch``, see
 :mod:`dask_hwdecomp.gpu.checksums`; None: CRCs are computed on the host).
 Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .device import Device
 from .errors import check
@@ -173,6 +179,21 @@ class CudaOps:
         from cuda.bindings import driver
 
         check(driver.cuMemsetD32Async(dst, value, count, stream.native), "setting device memory")
+
+    def device_array(self, address: int, count: int, dtype):
+        """``count`` elements of ``dtype`` at device ``address`` as a numba device array (borrowed, not owned)."""
+        from .cuda_jit import cuda
+
+        face = {"shape": (count,), "typestr": np.dtype(dtype).str, "data": (address, False), "version": 3,
+                "strides": None}
+        return cuda.from_cuda_array_interface(face, owner=None, sync=False)
+
+    def launch_kernel(self, kernel, blocks: int, threads: int, stream: Stream, *args) -> None:
+        """Launch a numba-cuda ``kernel`` on ``blocks`` x ``threads`` in ``stream``'s order."""
+        from .cuda_jit import cuda
+
+        self.device.activate()
+        kernel[blocks, threads, cuda.external_stream(stream.handle)](*args)
 
     def synchronize(self, stream: Stream) -> None:
         stream.synchronize()

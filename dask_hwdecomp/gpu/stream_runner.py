@@ -29,6 +29,12 @@ A keeper's ``device_only`` ranges of the part's ``dst`` (the bytes only
 the GPU decoder reads) are not copied back while the part is kept: a part
 whose block is given back (a failed job) has them copied back before the
 call returns, and a call run again keeps nothing and copies everything.
+
+A runner made with a ``beside`` (:class:`Beside`) also queues that
+object's work on the call's stream after the launch, over the call's
+inputs on the device; after the synchronisation it names the jobs whose
+output it finds wrong, each with a :class:`~.checksums.Mismatch` of its
+own kind, and they fail as a CRC mismatch does.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
 from .staging import DEVICE_ALIGN, Copy, Part, place
 
-__all__ = ["StreamRunner", "Launcher", "Prepared", "Failure", "Keeper"]
+__all__ = ["StreamRunner", "Launcher", "Prepared", "Failure", "Keeper", "Beside"]
 
 _UNTRUSTED = "not trusted: its call failed twice, and a failed engine operation may write past its output"
 
@@ -100,6 +106,24 @@ class Launcher(Protocol):
     def launch(self, state, stream, src_ptrs: np.ndarray, dst_ptrs: np.ndarray,
                scratch: int, host: tuple[int, memoryview]) -> Callable[[], np.ndarray]:
         """Queue the work; returns ``collect()`` giving per-job (actual, status)."""
+        ...
+
+
+class Beside(Protocol):
+    """Work a runner queues on a call's stream beside its launcher's, over the call's inputs."""
+
+    def queue(self, parts: Sequence[Part], rows: np.ndarray, part_of: np.ndarray, src_ptrs: np.ndarray,
+              stream) -> Callable[[], dict[int, Mismatch]]:
+        """Queue the work for the placed jobs ``rows`` (``part_of``: each one's part; ``src_ptrs``:
+        each one's input on the device).
+
+        Returns ``collect()``, called after the call's synchronisation: the
+        jobs (positions in ``rows``) found wrong, each with its mismatch.
+        """
+        ...
+
+    def close(self) -> None:
+        """Free what the work holds (after the stream's work is done)."""
         ...
 
 
@@ -182,6 +206,8 @@ class StreamRunner:
     ----------
     ops : CudaOps or a stand-in
     launcher : Launcher
+    beside : Beside, optional
+        Work queued in every call beside the launcher's; closed with the runner.
 
     Raises
     ------
@@ -189,9 +215,10 @@ class StreamRunner:
         The stream cannot be created.
     """
 
-    def __init__(self, ops, launcher):
+    def __init__(self, ops, launcher, beside: Beside | None = None):
         self.ops = ops
         self.launcher = launcher
+        self.beside = beside
         self.stream = ops.new_stream()
         try:
             self.arena = DeviceArena(ops.alloc_device, self.stream)
@@ -340,9 +367,12 @@ class StreamRunner:
                 else:  # decode them all: the page CRC still names the bad ones
                     keep = np.arange(n, dtype=np.int64)
         collect = None
+        beside = None
         if len(keep):
             collect = launcher.launch(state, stream, src_ptrs[keep], dst_ptrs[keep], base, host)
             outputs.launch(ops, stream, data, base + outputs_dev, host_ptr + outputs_host, host_view[outputs_host:])
+            if self.beside is not None:
+                beside = self.beside.queue(parts, rows[keep], plan.part_of[keep], src_ptrs[keep], stream)
         # The kept copies first (stream order still puts them after the
         # launch): a kept part's device-only bytes are then not copied back.
         self._queue_keeps(parts, plan.d2h, data, keeps)
@@ -364,13 +394,16 @@ class StreamRunner:
         mismatched = outputs.mismatches(host_bytes_of) if collect is not None else {}
         for k, found in bad_pages.items():
             mismatched.setdefault(k, []).extend(found)
+        if beside is not None:
+            for at, mismatch in beside().items():
+                mismatched.setdefault(int(keep[at]), []).append(mismatch)
         bad = set(np.flatnonzero((actual.astype(np.int64) != rows["dst_size"]) | (status != 0)).tolist())
         for k in sorted(bad | set(mismatched)):
             text = launcher.status_text(int(status[k])) if status[k] != 0 else None
             found = {m.kind: m for m in mismatched.get(k, ())}
             # Bad stored bytes explain everything after them; a gzip CRC
-            # speaks only for an output of the right size.
-            why = found.get("page") or (None if k in bad else found.get("gzip"))
+            # (or the beside work's finding) speaks only for an output of the right size.
+            why = found.get("page") or (None if k in bad else next(iter(found.values()), None))
             p, i = int(plan.part_of[k]), int(plan.member[k])
             table = parts[p].jobs
             failures[p].append(Failure(table.job(i), int(actual[k]), text, why, int(table.index[i])))
@@ -392,5 +425,7 @@ class StreamRunner:
             try:
                 self.arena.close()
                 self.scratch.close()
+                if self.beside is not None:
+                    self.beside.close()
             finally:
                 self.stream.close()
