@@ -13,6 +13,12 @@ operations have no status of their own) first redoes failed pages on the
 CPU; only a page the CPU rejects too is an error, and ``decompress``
 returns how many pages were redone (the read's report shows them).
 
+A launcher that says ``walks_huffman_streams`` (nvCOMP's, for Zstd) gets
+the Huffman stream walk beside each call (:mod:`.zstd_walks`): a page
+with a literal stream not consumed exactly is decoded again with libzstd
+(pyarrow's rows, or pyarrow's error naming the page) and counted as
+redone. Its steps are compiled when the backend is created.
+
 Checksums, always checked (a failure is :class:`~dask_hwdecomp.errors.ChecksumError`
 with the expected and actual values): the gzip trailer's CRC-32 of every raw
 deflate output and, with ``verify_checksums``, the Parquet page CRC-32 of
@@ -38,12 +44,13 @@ from ..gpu.batcher import Batcher
 from ..gpu.memory import PinnedPool
 from ..gpu.staging import Part
 from ..gpu.stream_runner import StreamRunner
-from ..jobs import Job, JobTable, as_table
+from ..jobs import Algo, Job, JobTable, as_table
 from ..options import Options
 from .cpu import decompress_one
 from .protocol import gzip_crc_error, size_mismatch
 from .table_checks import find_suspects
 from .validate import check_job, zstd_frames
+from .zstd_walks import HUFFMAN, StreamWalks, warm_walks
 
 __all__ = ["GpuBackend", "pinned_cap"]
 
@@ -119,11 +126,15 @@ class GpuBackend:
         self._owned = list(owned)
         self._pool: PinnedPool | None = None
         self._batcher: Batcher | None = None
+        self.walks_streams = bool(getattr(launcher, "walks_huffman_streams", False)) and Algo.ZSTD in self.algorithms
+        if self.walks_streams:
+            # A compile inside a call would blow its deadline.
+            warm_walks(on_device=hasattr(ops, "launch_kernel"))
         runners = []
         try:
             self._pool = PinnedPool(ops.alloc_host, pinned_cap(options))
             for _ in range(options.streams):
-                runners.append(StreamRunner(ops, launcher))
+                runners.append(StreamRunner(ops, launcher, StreamWalks(ops) if self.walks_streams else None))
             self._batcher = Batcher(runners, ops, options.batch_bytes, options.batch_latency_ms / 1000)
         except BaseException:
             for runner in runners:
@@ -158,8 +169,9 @@ class GpuBackend:
         Returns
         -------
         int
-            Pages that failed on the GPU and were redone on the CPU
-            (``redo_on_cpu``; else 0).
+            Pages redone on the CPU: those that failed on the GPU
+            (``redo_on_cpu``), and those with a Huffman stream not consumed
+            exactly (``walks_huffman_streams``).
 
         Raises
         ------
@@ -169,7 +181,8 @@ class GpuBackend:
         CorruptPageError
             The first page (in ``jobs`` order) that failed host checks, did
             not decompress or decompressed to the wrong size (with
-            ``redo_on_cpu``: and failed on the CPU too).
+            ``redo_on_cpu``: and failed on the CPU too), or a page whose
+            Huffman stream walk failed that libzstd refuses.
         CudaError, NvcompError
             A GPU call failed as a whole.
         """
@@ -196,6 +209,11 @@ class GpuBackend:
         results = self._open().batcher.run(parts)
         failed = [f for failures in results for f in failures]
         failed.sort(key=lambda f: f.index)
+        # A Huffman stream not consumed exactly: libzstd decides (before a later page's failure, after an earlier one's).
+        walked = [f for f in failed if f.checksum is not None and f.checksum.kind == HUFFMAN]
+        failed = [f for f in failed if f.checksum is None or f.checksum.kind != HUFFMAN]
+        first = failed[0].index if failed else len(table)
+        self._redo_walked([f for f in walked if f.index < first], src, dst)
         # A checksum that does not match is the data's fault: never redone.
         summed = next((f for f in failed if f.checksum is not None), None)
         if failed and (summed is failed[0] or (summed is not None and self.redo_on_cpu)):
@@ -211,8 +229,27 @@ class GpuBackend:
                     first.job.location,
                 )
             raise size_mismatch(first.job, first.actual, self.name)
+        self._redo_walked([f for f in walked if f.index >= first], src, dst)
         _check_zstd_contents(zstd_sums, src, dst, self.name, keep)
-        return len(failed) if self.redo_on_cpu else 0
+        return len(walked) + (len(failed) if self.redo_on_cpu else 0)
+
+    def _redo_walked(self, walked: Sequence, src: memoryview, dst: memoryview) -> None:
+        """Decode pages whose Huffman stream walk failed with libzstd, in the caller's order.
+
+        Raises
+        ------
+        CorruptPageError
+            The first page libzstd refuses (pyarrow's error), naming it.
+        """
+        for f in walked:
+            try:
+                decompress_one(f.job, src, dst)
+            except CorruptPageError as exc:
+                raise CorruptPageError(
+                    f"{f.job.algo.value} page has a Huffman literal stream not consumed exactly "
+                    f"({f.checksum.actual} bits left on {self.name}), and libzstd refuses it: {exc.reason}",
+                    f.job.location,
+                ) from None
 
     def _redo_on_cpu(self, failed: Sequence, src: memoryview, dst: memoryview) -> None:
         """Decode failed pages on this thread, in the caller's order; raise at the first the CPU rejects."""

@@ -1,0 +1,317 @@
+"""The Huffman literal streams of Zstd pages: found on the host, walked on the host and by the kernel.
+
+libzstd's frames consume every stream exactly; a stream a byte short is
+over-read and one a byte long has bits left, in each of the four positions;
+the kernel (numba's CUDA simulator here) gives the host walk's bits; and a
+GPU backend over a Zstd launcher as lenient as nvCOMP (``tests/standin_zstd.py``)
+hands the pages it flags to libzstd.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import cramjam
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from standin_zstd import KernelStandin, LenientZstdLauncher
+from zstd_crafting import datasets, huffman_literals, resized, unzstd, zstd
+
+from dask_hwdecomp.decompress.gpu_backend import GpuBackend
+from dask_hwdecomp.decompress.zstd_walks import HUFFMAN
+from dask_hwdecomp.errors import CorruptPageError, PageLocation
+from dask_hwdecomp.format.zstd_streams import NO_END_MARK, pages_streams, walk_streams
+from dask_hwdecomp.jobs import Algo, Job
+from dask_hwdecomp.options import Options
+
+from standin_hwengine import StandinHwEngine
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE_1137 = ROOT / "benchmarks/results/2026-12-06-no-device/zstd-1137-frame.zst"
+LEVELS = (1, 3, 9, 19)
+
+
+def _streams(frames: list[bytes]):
+    """(src, streams, bits left) over ``frames`` laid end to end, one page each."""
+    src = np.frombuffer(b"".join(frames), np.uint8)
+    sizes = np.array([len(f) for f in frames], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    s = pages_streams(src, offsets, sizes)
+    return src, s, walk_streams(src, s.start, s.end, s.literals, s.tree, s.lengths, s.lengths_at, s.table_log)
+
+
+def _content_size(frame: bytes) -> int:
+    fhd = frame[4]
+    single, code = (fhd >> 5) & 1, fhd >> 6
+    at = 5 + (0 if single else 1) + [0, 1, 2, 4][fhd & 3]
+    n = [1 if single else 0, 2, 4, 8][code]
+    return int.from_bytes(frame[at : at + n], "little") + (256 if n == 2 else 0)
+
+
+def _libzstd_frames() -> list[bytes]:
+    frames = []
+    for _, data in datasets():
+        for level in LEVELS:
+            frames.append(zstd(data, level))
+            frames.append(bytes(cramjam.zstd.compress(data, level=level)))
+    return frames
+
+
+def test_every_stream_of_the_frames_libzstd_writes_is_consumed_exactly():
+    frames = _libzstd_frames()
+    _, s, left = _streams(frames)
+    assert not s.bad.any()
+    assert len(left) > 300, len(left)
+    assert (left == 0).all(), np.flatnonzero(left)
+    pages_of_one = [k for k in range(len(frames)) if (s.page == k).sum() % 4]
+    assert pages_of_one, "no frame with one-stream literals"
+    # Treeless blocks: sections that reuse a tree of an earlier block.
+    assert (np.bincount(s.tree) > 4).any()
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_a_stream_a_byte_short_is_over_read_and_a_byte_long_has_bits_left(k):
+    crafted = 0
+    for _, data in datasets():
+        for level in LEVELS:
+            frame = zstd(data, level)
+            lits = huffman_literals(frame, 4)
+            if lits is None:
+                continue
+            for delta in (-1, 1):
+                _, s, left = _streams([resized(frame, lits, k, delta)])
+                at = np.flatnonzero(s.start == lits.starts[k])[0]  # the stream crafted (its start is unmoved)
+                assert (left[at] < 0) if delta < 0 else (left[at] == 8), (level, delta, left)
+                assert (np.delete(left, at) == 0).all()
+                crafted += 1
+    assert crafted >= 16
+
+
+def test_a_lone_stream_a_byte_short_is_over_read_and_libzstd_refuses_it():
+    frame = zstd(datasets()[-1][1], 1)
+    lits = huffman_literals(frame, 1)
+    assert lits is not None
+    bad = resized(frame, lits, 0, -1)
+    _, s, left = _streams([bad])
+    assert len(left) == 1 and left[0] < 0
+    with pytest.raises(OSError):
+        unzstd(bad, len(datasets()[-1][1]))
+
+
+def test_a_stream_without_its_end_mark_is_refused():
+    src = np.array([0x35, 0x00], np.uint8)
+    _, s, _ = _streams([zstd(datasets()[0][1], 1)])
+    assert walk_streams(src, np.array([0]), np.array([2]), np.array([1]), np.array([0]), s.lengths,
+                        s.lengths_at, s.table_log)[0] == NO_END_MARK
+
+
+def test_case_1137_has_one_over_read_stream_and_pyarrow_reads_it():
+    frame = CASE_1137.read_bytes()
+    _, s, left = _streams([frame])
+    assert len(left) == 4
+    assert (left < 0).sum() == 1 and (left > 0).sum() == 0, left
+    assert len(unzstd(frame, _content_size(frame))) == _content_size(frame)
+
+
+def test_the_kernel_walks_as_the_host_does_under_the_simulator():
+    from dask_hwdecomp.gpu.simulator import simulated
+
+    if not simulated():
+        pytest.skip("the kernel runs on the GPU here (tests/gpu/test_zstd_walks_gpu.py)")
+    from dask_hwdecomp.decompress.zstd_walk_kernel import THREADS, walk_kernel
+
+    frames = [zstd(data, 3) for _, data in datasets()[:1] + datasets()[-2:]]
+    for n in (4, 1):
+        for frame in list(frames):
+            lits = huffman_literals(frame, n)
+            if lits is not None:
+                frames += [resized(frame, lits, k, d) for k in range(n) for d in (-1, 1)]
+    frames.append(CASE_1137.read_bytes())
+    src, s, left = _streams(frames)
+    assert (left < 0).sum() >= 5 and (left > 0).sum() >= 5
+    from dask_hwdecomp.gpu.cuda_jit import cuda
+
+    out = cuda.to_device(np.full(len(left), 12345, np.int64))
+    args = [cuda.to_device(np.ascontiguousarray(a)) for a in (src, s.start, s.end, s.literals, s.lengths_at[s.tree],
+                                                              s.table_log[s.tree], s.lengths)]
+    walk_kernel[-(-len(left) // THREADS), THREADS](*args, out)
+    assert (out.copy_to_host() == left).all()
+
+
+# -- the walk in a GPU backend -------------------------------------------------
+
+
+def _pages(frames: list[bytes], sizes: list[int]):
+    src = bytearray(b"".join(frames))
+    jobs, at, out = [], 0, 0
+    for i, (f, n) in enumerate(zip(frames, sizes)):
+        jobs.append(Job(Algo.ZSTD, at, len(f), out, n, 6, PageLocation(file="t.parquet", row_group=0,
+                                                                        column="c", page=i)))
+        at += len(f)
+        out += n
+    return src, jobs, bytearray(out)
+
+
+def _backend(walks: bool = True, ops=None) -> GpuBackend:
+    return GpuBackend("nvcomp", ops or StandinHwEngine(), LenientZstdLauncher(walks),
+                      Options(streams=1, batch_latency_ms=1.0))
+
+
+def _kernel_ops() -> KernelStandin:
+    from dask_hwdecomp.gpu.simulator import simulated
+
+    if not simulated():
+        pytest.skip("the kernel runs on the GPU here (tests/gpu/test_zstd_walks_gpu.py)")
+    return KernelStandin()
+
+
+def _over_read_pages():
+    """Three pages: good, a 4-stream section over-read (libzstd decodes other rows), good."""
+    _, data = datasets()[0]
+    frame = zstd(data, 3)
+    lits = huffman_literals(frame, 4)
+    bad = resized(frame, lits, 3, -1)
+    good2 = zstd(datasets()[-1][1], 3)
+    frames, sizes = [frame, bad, good2], [len(data), len(data), len(datasets()[-1][1])]
+    return frames, sizes
+
+
+@pytest.mark.parametrize("walks", ["on the host", "by the kernel", False])
+def test_an_over_read_page_is_judged_by_libzstd(walks):
+    frames, sizes = _over_read_pages()
+    expected = [unzstd(f, n) for f, n in zip(frames, sizes)]
+    src, jobs, dst = _pages(frames, sizes)
+    ops = _kernel_ops() if walks == "by the kernel" else StandinHwEngine()
+    with _backend(bool(walks), ops) as backend:
+        redone = backend.decompress(jobs, memoryview(src), memoryview(dst))
+    if walks == "by the kernel":
+        assert ops.launches == 1
+    got = [bytes(dst[j.dst_offset : j.dst_offset + j.dst_size]) for j in jobs]
+    if walks:
+        assert redone == 1
+        assert got == expected
+    else:  # what the walk is for: nvCOMP's zero-fill gives other rows than pyarrow's
+        assert redone == 0
+        assert got[0] == expected[0] and got[2] == expected[2] and got[1] != expected[1]
+
+
+def test_a_lone_stream_a_byte_short_is_an_error_naming_its_page():
+    short = datasets()[-1][1]
+    frame = zstd(short, 1)
+    lits = huffman_literals(frame, 1)
+    frames = [zstd(datasets()[0][1], 3), resized(frame, lits, 0, -1), frame]
+    sizes = [len(datasets()[0][1]), len(short), len(short)]
+    src, jobs, dst = _pages(frames, sizes)
+    with _backend() as backend, pytest.raises(CorruptPageError) as err:
+        backend.decompress(jobs, memoryview(src), memoryview(dst))
+    assert err.value.location.page == 1
+    assert "Huffman literal stream" in str(err.value)
+    # Without the walk the page comes back, where pyarrow raises.
+    src, jobs, dst = _pages(frames, sizes)
+    with _backend(walks=False) as backend:
+        assert backend.decompress(jobs, memoryview(src), memoryview(dst)) == 0
+
+
+@pytest.mark.parametrize("where", ["on the host", "by the kernel"])
+def test_good_pages_are_not_redone(where):
+    small = [data for _, data in datasets() if len(data) < 200_000]  # the stand-in's decoder is Python
+    frames = [zstd(data, level) for data in small for level in (1, 9)]
+    sizes = [len(data) for data in small for _ in (1, 9)]
+    src, jobs, dst = _pages(frames, sizes)
+    ops = _kernel_ops() if where == "by the kernel" else StandinHwEngine()
+    with _backend(True, ops) as backend:
+        assert backend.decompress(jobs, memoryview(bytes(src)), memoryview(dst)) == 0
+        walked = sum(r.beside.streams_walked for r in backend._open().batcher._runners)
+    assert walked > 20
+    assert bytes(dst) == b"".join(data for data in small for _ in (1, 9))
+
+
+def test_the_hardware_engine_backend_does_not_walk():
+    from dask_hwdecomp.decompress.hardware import create_with
+
+    with create_with(StandinHwEngine(), Options(streams=1)) as backend:
+        assert Algo.ZSTD not in backend.algorithms and not backend.walks_streams
+
+
+def test_the_nvcomp_launcher_walks_zstd():
+    from dask_hwdecomp.gpu.nvcomp_launcher import NvcompLauncher
+
+    assert NvcompLauncher.walks_huffman_streams and Algo.ZSTD in NvcompLauncher.algorithms
+    assert HUFFMAN == "huffman"
+
+
+# -- the bench's data ------------------------------------------------------------
+
+
+def _zstd_pages(data: bytes) -> list[tuple[int, int]]:
+    """(body start, body size) of every page of every column chunk of a Parquet file."""
+    from dask_hwdecomp.format.footer import parse_footer
+    from dask_hwdecomp.format.pages import chunk_range, scan_chunk
+
+    footer = parse_footer(data, len(data), "bench")
+    out = []
+    for rg in range(footer.num_row_groups):
+        for chunk in footer.column_chunks(rg):
+            rng = chunk_range(chunk, footer.footer_offset, PageLocation())
+            view = memoryview(data)[rng.start : rng.start + rng.length]
+            for p in scan_chunk(view, rng, PageLocation(), max_page_bytes=1 << 30):
+                out.append((rng.start + p.body_start, p.body_size))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["lineitem", "entropy"])
+def test_no_stream_of_the_bench_data_is_flagged(kind):
+    from dask_hwdecomp.bench.tables import make_table
+
+    buf = io.BytesIO()
+    pq.write_table(make_table(kind, 20_000, 42), buf, compression="zstd")
+    data = buf.getvalue()
+    pages = np.array(_zstd_pages(data), np.int64)
+    src = np.frombuffer(data, np.uint8)
+    s = pages_streams(src, pages[:, 0], pages[:, 1])
+    left = walk_streams(src, s.start, s.end, s.literals, s.tree, s.lengths, s.lengths_at, s.table_log)
+    assert len(left) > 20 and not s.bad.any()
+    assert (left == 0).all()
+
+
+# -- warming ---------------------------------------------------------------------
+
+_CALL = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, "tests")
+    import numpy as np
+    from standin_hwengine import StandinHwEngine
+    from standin_zstd import KernelStandin, LenientZstdLauncher
+    from zstd_crafting import datasets, zstd
+    from dask_hwdecomp.decompress import zstd_walks
+    from dask_hwdecomp.decompress.gpu_backend import GpuBackend
+    from dask_hwdecomp.errors import PageLocation
+    from dask_hwdecomp.format import zstd_streams
+    from dask_hwdecomp.jobs import Algo, Job
+    from dask_hwdecomp.options import Options
+
+    data = datasets()[0][1]
+    frame = zstd(data, 3)
+    steps = (zstd_streams.pages_streams, zstd_streams.walk_streams)
+    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(), Options(streams=1)) as backend:
+        warmed = [list(fn.signatures) for fn in steps]
+        src = memoryview(frame) if sys.argv[1] == "read-only" else memoryview(bytearray(frame))
+        dst = bytearray(len(data))
+        backend.decompress([Job(Algo.ZSTD, 0, len(frame), 0, len(data), 6, PageLocation())], src, memoryview(dst))
+        assert bytes(dst) == data
+        print([[str(t) for t in fn.signatures if t not in w] for fn, w in zip(steps, warmed)])
+''')
+
+
+@pytest.mark.parametrize("source", ["writable", "read-only"])
+def test_a_call_compiles_no_walk_step_that_warming_did_not(source):
+    out = subprocess.run([sys.executable, "-c", _CALL, source], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[[], []]", out.stdout
