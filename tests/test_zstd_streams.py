@@ -201,6 +201,24 @@ def test_an_over_read_page_is_judged_by_libzstd(walks):
         assert got[0] == expected[0] and got[2] == expected[2] and got[1] != expected[1]
 
 
+def test_a_part_with_a_flagged_page_is_not_kept_on_the_device():
+    from dask_hwdecomp.service.kept import KeptStore, RunKeeper
+
+    frames, sizes = _over_read_pages()
+    src, jobs, dst = _pages(frames, sizes)
+    store = KeptStore()
+    keeper = RunKeeper(store, lambda n: np.zeros(n, np.uint8))
+    # A part a page: the budget is the smallest it may be.
+    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(),
+                    Options(streams=1, batch_latency_ms=1.0, batch_bytes=1)) as backend:
+        assert backend.decompress(jobs, memoryview(src), memoryview(dst), keep=keeper) == 1
+    kept = {(a, n) for p in keeper.pages for a, n in p.outputs.tolist()}
+    assert kept == {(j.dst_offset, j.dst_size) for j in (jobs[0], jobs[2])}
+    assert bytes(dst[jobs[1].dst_offset : jobs[1].dst_offset + sizes[1]]) == unzstd(frames[1], sizes[1])
+    keeper.release_all()
+    assert store.stats()["kept_bytes"] == 0
+
+
 def test_a_lone_stream_a_byte_short_is_an_error_naming_its_page():
     short = datasets()[-1][1]
     frame = zstd(short, 1)
