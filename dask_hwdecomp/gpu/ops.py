@@ -184,6 +184,7 @@ class CudaOps:
         """``count`` elements of ``dtype`` at device ``address`` as a numba device array (borrowed, not owned)."""
         from .cuda_jit import cuda
 
+        self.device.activate()  # numba wraps the thread's current context: the primary one
         face = {"shape": (count,), "typestr": np.dtype(dtype).str, "data": (address, False), "version": 3,
                 "strides": None}
         return cuda.from_cuda_array_interface(face, owner=None, sync=False)
