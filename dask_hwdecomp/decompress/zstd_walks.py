@@ -13,8 +13,9 @@ a stream not consumed exactly fails as a :class:`~dask_hwdecomp.gpu.checksums.Mi
 of kind ``"huffman"``, and the backend decodes it again with libzstd.
 
 A host walk of every literal costs about as much as libzstd's whole
-decompression (0.59 CPU s/GB on high-entropy data); finding the streams
-costs a few percent of that. Where no device runs kernels (the ops of the
+decompression or more (0.6 CPU s per GB of Arrow on the bench's lineitem
+table, 6 on its high-entropy one); finding the streams costs 0.01 and
+0.02 (``benchmarks/zstd_streams_cost.py``). Where no device runs kernels (the ops of the
 tests' stand-ins) the walk runs on the host, compiled from the same text.
 
 Every step is compiled when the backend is created (:func:`warm_walks`):
