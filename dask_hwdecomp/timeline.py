@@ -14,8 +14,12 @@ Readers start the GPU service with their environment, so setting the
 variable where a cluster's workers start profiles the service too
 (``benchmarks/profile_timeline.py`` reads the files back).
 
-Unset, :func:`span` returns a shared no-op context manager and :func:`record`
-returns at once: the instrumentation costs a dictionary lookup.
+A span measured by its caller gets ``cpu_s`` too when the caller read
+:func:`thread_cpu` at its start and passes it to :func:`record`.
+
+Unset, :func:`span` returns a shared no-op context manager, :func:`record`
+returns at once and :func:`thread_cpu` reads no clock: the instrumentation
+costs a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["ENV", "enabled", "span", "record", "flush"]
+__all__ = ["ENV", "enabled", "span", "record", "thread_cpu", "flush"]
 
 ENV = "HWDECOMP_TIMELINE"
 
@@ -101,10 +105,25 @@ def enabled() -> bool:
     return bool(os.environ.get(ENV))
 
 
-def record(kind: str, t0: float, t1: float, **fields: Any) -> None:
-    """Add one span measured by the caller (``time.perf_counter()`` values)."""
+def thread_cpu() -> float | None:
+    """This thread's CPU seconds so far (``time.thread_time()``) while a timeline is recorded, else None.
+
+    Unset, no clock is read. Pass it to :func:`record` on the same thread.
+    """
+    return time.thread_time() if os.environ.get(ENV) else None
+
+
+def record(kind: str, t0: float, t1: float, cpu_since: float | None = None, **fields: Any) -> None:
+    """Add one span measured by the caller (``time.perf_counter()`` values).
+
+    ``cpu_since``: what :func:`thread_cpu` gave at the span's start, on
+    this thread; the span then has ``cpu_s``, the thread's CPU seconds
+    since.
+    """
     writer = _current()
     if writer is not None:
+        if cpu_since is not None:
+            fields["cpu_s"] = time.thread_time() - cpu_since
         writer.add({"k": kind, "t0": t0, "t1": t1, "th": threading.current_thread().name, **fields})
 
 

@@ -67,7 +67,7 @@ class Batcher:
         self.parts = 0
         self.pages = 0
         self._threads = [
-            threading.Thread(target=self._serve, args=(runner,), name=f"hwdecomp-stream-{i}", daemon=True)
+            threading.Thread(target=self._serve, args=(i, runner), name=f"hwdecomp-stream-{i}", daemon=True)
             for i, runner in enumerate(self._runners)
         ]
         for t in self._threads:
@@ -113,7 +113,7 @@ class Batcher:
         count = take_within_budget((p.out_bytes for p in self._queue), self.budget_bytes)
         return [self._queue.popleft() for _ in range(count)]
 
-    def _serve(self, runner) -> None:
+    def _serve(self, stream: int, runner) -> None:
         try:
             self._ops.activate()
         except BaseException as exc:  # no context: fail whatever comes
@@ -134,14 +134,14 @@ class Batcher:
                 if not self._queue:
                     continue
                 call = self._take()
-            self._run_call(runner, call, activation_error)
+            self._run_call(stream, runner, call, activation_error)
             # Not held while waiting for the next call: the parts' views keep
             # their readers' segments mapped (a reader that died included).
             del call
 
-    def _run_call(self, runner, call: list[Part], activation_error: BaseException | None) -> None:
-        """Run one call and settle its parts' futures (its locals die with it)."""
-        began = time.perf_counter()
+    def _run_call(self, stream: int, runner, call: list[Part], activation_error: BaseException | None) -> None:
+        """Run one call on the ``stream``-th runner and settle its parts' futures (its locals die with it)."""
+        began, cpu = time.perf_counter(), timeline.thread_cpu()
         results: list | None = None
         error: BaseException | None = None
         try:
@@ -166,10 +166,11 @@ class Batcher:
             # The oldest part's wait: the time.monotonic() clock, taken to perf_counter's.
             waited = time.monotonic() - call[0].owner.since
             ended = time.perf_counter()
-            timeline.record("gpu_call", began, ended, parts=len(call),
+            # gpu_s: the GPU's own seconds of the call, where the runner timed it
+            timeline.record("gpu_call", began, ended, cpu, stream=stream, parts=len(call),
                             pages=sum(len(part.jobs) for part in call),
                             nbytes=sum(part.out_bytes for part in call),
-                            waited_s=waited - (ended - began))
+                            waited_s=waited - (ended - began), gpu_s=getattr(runner, "gpu_s", None))
 
     def stats(self) -> dict:
         out = {"calls": self.calls, "parts": self.parts, "pages": self.pages, "device_only_bytes": 0}

@@ -13,9 +13,12 @@ optionally ``register_host(ptr, n)`` (page-lock memory mapped elsewhere),
 ``launch_kernel(kernel, blocks, threads, stream, *args)`` with
 ``device_array(address, count, dtype)`` (numba-cuda kernels in stream
 order over borrowed device memory; without them work meant for a kernel
-runs on the host) and
+runs on the host),
 ``checksummer`` (an object with ``crc32_batch``, see
-:mod:`dask_hwdecomp.gpu.checksums`; None: CRCs are computed on the host).
+:mod:`dask_hwdecomp.gpu.checksums`; None: CRCs are computed on the host) and
+``event_pair()`` (an :class:`~dask_hwdecomp.gpu.events.EventPair`, the GPU's
+own time of a call for the profiling timeline; without it a call's GPU time
+is not known).
 Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 """
 
@@ -25,6 +28,7 @@ import numpy as np
 
 from .device import Device
 from .errors import check
+from .events import EventPair
 from .stream import Stream
 
 __all__ = ["CudaOps", "DeviceAllocation", "HostAllocation"]
@@ -198,3 +202,13 @@ class CudaOps:
 
     def synchronize(self, stream: Stream) -> None:
         stream.synchronize()
+
+    def event_pair(self) -> EventPair:
+        """Two timing events on this device (the caller closes them).
+
+        Raises
+        ------
+        CudaError
+        """
+        self.device.activate()
+        return EventPair()

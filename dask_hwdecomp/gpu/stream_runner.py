@@ -4,7 +4,9 @@ A :class:`StreamRunner` executes a call (the parts the batcher merged) in
 stream order: inputs in, the backend's launch (its metadata copy and its
 batched call or calls), the CRC-32s of its outputs (gzip trailers,
 :mod:`dask_hwdecomp.gpu.checksums`), outputs out, one synchronisation,
-then the per-job results are read on the host. With
+then the per-job results are read on the host. While a profiling timeline
+is recorded, an event pair around the call's work on the stream gives
+the GPU's own seconds of the call (:attr:`StreamRunner.gpu_s`). With
 page CRC-32s (``verify_checksums``) those run first, with a synchronisation
 of their own, and a page whose stored bytes fail never reaches the decoder.
 Everything of a call is on the runner's one stream: a host-to-device copy on
@@ -215,7 +217,7 @@ class StreamRunner:
         The stream cannot be created.
     """
 
-    def __init__(self, ops, launcher, beside: Beside | None = None):
+    def __init__(self, ops, launcher, beside: Beside | None = None) -> None:
         self.ops = ops
         self.launcher = launcher
         self.beside = beside
@@ -224,6 +226,10 @@ class StreamRunner:
             self.arena = DeviceArena(ops.alloc_device, self.stream)
             self.scratch = HostScratch(ops.alloc_host)
             self.device_only_bytes = 0  # bytes not copied back: device-only, kept (given back ones included)
+            # The GPU's seconds of the last call (every run of it), timed by
+            # an event pair only while a timeline is recorded; None: not timed.
+            self.gpu_s: float | None = None
+            self._events: Any = None
         except BaseException:
             self.stream.close()
             raise
@@ -236,6 +242,7 @@ class StreamRunner:
         CudaError, NvcompError
             The call as a whole failed.
         """
+        self.gpu_s = None
         outcome = self._run_once(parts)
         failures = outcome.failures
         # A job with a status was not run (the engine call left it out), and
@@ -344,6 +351,9 @@ class StreamRunner:
             at = int(row["dst_offset"])
             return part.dst[at : at + int(row["dst_size"])]
 
+        events = self._event_pair()
+        if events is not None:
+            events.start(stream)
         for c in plan.h2d:
             if c.nbytes:
                 ops.htod(data + c.arena_offset, src_addr[c.part] + c.host_offset, c.nbytes, stream)
@@ -385,8 +395,12 @@ class StreamRunner:
             self.device_only_bytes += c.nbytes - sum(piece.nbytes for piece in pieces)
             for piece in pieces:
                 ops.dtoh(dst_addr[c.part] + piece.host_offset, data + piece.arena_offset, piece.nbytes, stream)
+        if events is not None:
+            events.stop(stream)
         with timeline.span("gpu_sync", pages=n, nbytes=plan.nbytes):
             ops.synchronize(stream)
+        if events is not None:
+            self.gpu_s = (self.gpu_s or 0.0) + events.seconds()
         actual = np.zeros(n, dtype=np.uint64)
         status = np.zeros(n, dtype=np.int32)
         if collect is not None:
@@ -409,6 +423,17 @@ class StreamRunner:
             failures[p].append(Failure(table.job(i), int(actual[k]), text, why, int(table.index[i])))
         return _Outcome(failures, keeps, data)
 
+    def _event_pair(self) -> Any:
+        """The runner's event pair while a timeline is recorded and its ops can time; else None (none made)."""
+        if not timeline.enabled():
+            return None
+        if self._events is None:
+            make = getattr(self.ops, "event_pair", None)
+            if make is None:  # a stand-in without the GPU's clock: the call is not timed
+                return None
+            self._events = make()
+        return self._events
+
     def stats(self) -> dict:
         return {
             "arena_bytes": self.arena.nbytes,
@@ -427,5 +452,8 @@ class StreamRunner:
                 self.scratch.close()
                 if self.beside is not None:
                     self.beside.close()
+                if self._events is not None:
+                    self._events.close()
+                    self._events = None
             finally:
                 self.stream.close()

@@ -351,7 +351,7 @@ class HostedDecoder:
             batch = self._take()
             if batch is None:
                 return
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), timeline.thread_cpu()
             with self._lock:
                 self.queue_s += sum(began - w.queued for w in batch)
             for w in batch:
@@ -367,7 +367,7 @@ class HostedDecoder:
             ended = time.perf_counter()
             with self._lock:
                 self.run_s += ended - began
-            timeline.record("decode_run", began, ended, plans=len(batch),
+            timeline.record("decode_run", began, ended, cpu, plans=len(batch),
                             nbytes=sum(w.request.plan.data_bytes for w in batch),
                             out_bytes=sum(r.nbytes for r in results))
             for w, r in zip(batch, results):
@@ -388,7 +388,8 @@ class HostedDecoder:
         results: list[PendingDecode | None] = [None] * len(requests)
         live = list(range(len(requests)))
         while live:
-            merged = merge_plans([requests[i].plan for i in live])
+            with timeline.span("decode_merge", plans=len(live)):
+                merged = merge_plans([requests[i].plan for i in live])
             done = self._measure_and_write(merged, [requests[i] for i in live], stream)
             # the members that own a failed page
             bad = np.unique(np.searchsorted(merged.page_base, np.flatnonzero(done.pages["error"]), side="right") - 1)
@@ -399,14 +400,15 @@ class HostedDecoder:
                 live = [i for i in live if results[i] is None]
                 continue
             output = DeviceOutput(done.array, len(live))
-            for k, i in enumerate(live):
-                mine = merged.member_chunks(k, done.chunks)
-                base = int(done.base[k])
-                for name in ("out_valid", "out_values", "out_data"):
-                    col = mine[name]
-                    col[col >= 0] -= base
-                results[i] = PendingDecode(mine, merged.member_pages(k, done.pages), int(done.base[k + 1]) - base,
-                                           self, output, base)
+            with timeline.span("decode_split", plans=len(live)):
+                for k, i in enumerate(live):
+                    mine = merged.member_chunks(k, done.chunks)
+                    base = int(done.base[k])
+                    for name in ("out_valid", "out_values", "out_data"):
+                        col = mine[name]
+                        col[col >= 0] -= base
+                    results[i] = PendingDecode(mine, merged.member_pages(k, done.pages),
+                                               int(done.base[k + 1]) - base, self, output, base)
             if counted:
                 with self._lock:
                     self.decodes += len(live)
@@ -438,7 +440,8 @@ class HostedDecoder:
                 chunks, pages = measured.chunks, measured.pages
                 if pages["error"].any():
                     return _Written(chunks, pages, None, np.zeros(1, np.int64), kept_bytes)
-                base = place_members(merged, chunks)
+                with timeline.span("decode_place", chunks=len(chunks)):
+                    base = place_members(merged, chunks)
                 clock.mark("place")
                 # Not held: it outlives the decode, until every member's copy.
                 array = cuda.device_array(max(1, int(base[-1])), dtype=np.uint8, stream=stream)
@@ -449,7 +452,8 @@ class HostedDecoder:
             pages["error"] = errors
             return _Written(chunks, pages, array, base, kept_bytes)
         finally:
-            stream.synchronize()
+            with timeline.span("decode_sync"):  # the inputs and scratch are freed only after it
+                stream.synchronize()
             held.clear()
             clock.record("decode_gpu", nbytes=merged.data_bytes)
 

@@ -270,7 +270,7 @@ class Session:
         rid = run.rid
         keeper = self._keeper(run, device_only)
         kw: dict[str, Any] = {} if keeper is None else {"keep": keeper}
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), timeline.thread_cpu()
         try:
             self.service.wait_for_run_steps()
             with self._taken_up(rid, "run", int(jobs.rows["src_size"].sum() + jobs.rows["dst_size"].sum())):
@@ -291,7 +291,7 @@ class Session:
                 token = self.service.kept.put(self, run.dst_seg, run.dst_offset, keeper.pages)
             self.send(wire.Done(rid=rid, redone=int(redone or 0), kept=token))
         finally:
-            timeline.record("run", began, time.perf_counter(), pid=self.peer.pid, jobs=len(jobs),
+            timeline.record("run", began, time.perf_counter(), cpu, pid=self.peer.pid, jobs=len(jobs),
                             nbytes=len(dst))
             with self.lock:
                 self.runs.discard(threading.current_thread())
