@@ -17,8 +17,12 @@ uncompressed files is still held** (``held``), the case where the shared
 segments of the read before cannot be reused (pyarrow's held read is the
 one to divide by).
 
-Writes ``OUT/timeline.md`` (per read: its seconds and GB/s, and per span
-kind its count, summed and covered seconds and bytes), ``OUT/reads.json``,
+Writes ``OUT/timeline.md`` (per read: its seconds and GB/s, per span
+kind its count, summed and covered seconds and bytes, then each GPU
+decoder runner's busy time split into CPU, GPU waits and other waits, and
+each GPU decompression call with its GPU share and a total per stream; see
+:mod:`dask_hwdecomp.bench.timeline`), ``OUT/reads.json`` (with the runners'
+split per read),
 the raw spans (``OUT/spans/``) and a Gantt chart of the last timed read of
 each hwdecomp variant (``OUT/gantt-*.png``).
 """
@@ -168,9 +172,11 @@ def main(argv=None) -> int:
     spans = tl.load(spans_dir)
     lines = [f"# Timeline at scale ({args.cluster}, {', '.join(f'{d.name} {d.arrow_bytes / 1e9:.2f} GB / {d.files} files' for d in datasets)})",
              "", f"python {' '.join(sys.argv)}", "", "```"]
-    for w in windows:
-        lines.append(tl.render(w, tl.summarize(spans, w)))
+    for read, w in zip(reads, windows):  # note() appends to both
+        runners = tl.runner_split(spans, w)
+        lines.append(tl.render(w, tl.summarize(spans, w), calls=tl.batcher_calls(spans, w), runners=runners))
         lines.append("")
+        read["decoder_runners"] = [r._asdict() for r in runners]
     lines.append("```")
     (out / "timeline.md").write_text("\n".join(lines))
     (out / "reads.json").write_text(json.dumps(reads, indent=1))
