@@ -149,6 +149,16 @@ def _walk(src, algo, so, ss, ds, pre, candidate, bad, summed):  # pragma: no cov
                 summed[k] = True
 
 
+def _column(values: np.ndarray) -> np.ndarray:
+    """A job column as the compiled walk takes it: contiguous, writable int64.
+
+    One type for every table: a column of a one-row table that views a
+    read-only buffer is contiguous but read-only, and numba would compile
+    the walk again for it, inside a request's deadline.
+    """
+    return np.require(values, np.int64, ["C", "W"])
+
+
 def find_suspects(jobs: JobTable, src, src_len: int, dst_len: int, max_bytes: int, algorithms) -> Suspects:
     """The jobs of ``jobs`` that :func:`~dask_hwdecomp.decompress.validate.check_job` may reject.
 
@@ -177,6 +187,5 @@ def find_suspects(jobs: JobTable, src, src_len: int, dst_len: int, max_bytes: in
     summed = np.zeros(len(r), dtype=np.bool_)
     if candidate.any():
         buf = np.frombuffer(src, dtype=np.uint8, count=src_len)
-        _walk(buf, np.ascontiguousarray(algo), np.ascontiguousarray(so), np.ascontiguousarray(ss),
-              np.ascontiguousarray(ds), np.ascontiguousarray(pre), candidate, bad, summed)
+        _walk(buf, _column(algo), _column(so), _column(ss), _column(ds), _column(pre), candidate, bad, summed)
     return Suspects(np.flatnonzero(bad).astype(np.int64), np.flatnonzero(summed & ~bad).astype(np.int64))
