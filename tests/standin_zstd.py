@@ -44,6 +44,46 @@ class KernelStandin(StandinHwEngine):
         stream.queue.append(run)
 
 
+class _Fork:
+    """A stand-in's stream fork: the side stream's work runs where the join puts it in the main stream.
+
+    That is later than a GPU would run it (it may start at the fork), never
+    earlier: what depends on the join sees the side's work done.
+    """
+
+    def __init__(self, side):
+        self.side = side
+        self.begun = self.ended = 0
+
+    def begin(self, main) -> None:
+        self.begun += 1
+
+    def end(self, main) -> None:
+        self.ended += 1
+        main.queue.append(self.side.synchronize)
+
+    def close(self) -> None:
+        self.side.close()
+
+
+class ForkingKernelStandin(KernelStandin):
+    """:class:`KernelStandin` that also forks streams (``stream_fork``), recording each launch's stream."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.forks: list[_Fork] = []
+        self.launch_streams: list = []
+
+    def stream_fork(self) -> _Fork:
+        fork = _Fork(self.new_stream())
+        self.forks.append(fork)
+        return fork
+
+    def launch_kernel(self, kernel, blocks: int, threads: int, stream, *args) -> None:
+        self.launch_streams.append(stream)
+        super().launch_kernel(kernel, blocks, threads, stream, *args)
+
+
 class LenientZstdLauncher:
     """nvCOMP's Zstd launch as seen on the H100: over-read Huffman streams read zeros.
 

@@ -20,7 +20,7 @@ import cramjam
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from standin_zstd import KernelStandin, LenientZstdLauncher
+from standin_zstd import ForkingKernelStandin, KernelStandin, LenientZstdLauncher
 from zstd_crafting import datasets, huffman_literals, resized, unzstd, zstd
 
 from dask_hwdecomp.decompress.gpu_backend import GpuBackend
@@ -201,6 +201,27 @@ def test_an_over_read_page_is_judged_by_libzstd(walks):
         assert got[0] == expected[0] and got[2] == expected[2] and got[1] != expected[1]
 
 
+def test_where_the_ops_fork_streams_the_walk_runs_on_the_side_stream_and_joins_the_call():
+    # The walk runs beside the launcher's decoding, on a side stream that
+    # joins the call's stream before its synchronisation: its findings are
+    # there when the call's results are read.
+    from dask_hwdecomp.gpu.simulator import simulated
+
+    if not simulated():
+        pytest.skip("the kernel runs on the GPU here (tests/gpu/test_zstd_walks_gpu.py)")
+    frames, sizes = _over_read_pages()
+    expected = [unzstd(f, n) for f, n in zip(frames, sizes)]
+    src, jobs, dst = _pages(frames, sizes)
+    ops = ForkingKernelStandin()
+    with _backend(True, ops) as backend:
+        redone = backend.decompress(jobs, memoryview(src), memoryview(dst))
+        (fork,) = ops.forks
+        assert ops.launch_streams == [fork.side]
+        assert fork.begun == fork.ended == 1
+    assert redone == 1
+    assert [bytes(dst[j.dst_offset : j.dst_offset + j.dst_size]) for j in jobs] == expected
+
+
 def test_a_part_with_a_flagged_page_is_not_kept_on_the_device():
     from dask_hwdecomp.service.kept import KeptStore, RunKeeper
 
@@ -305,7 +326,7 @@ _CALL = textwrap.dedent('''
     sys.path.insert(0, "tests")
     import numpy as np
     from standin_hwengine import StandinHwEngine
-    from standin_zstd import KernelStandin, LenientZstdLauncher
+    from standin_zstd import ForkingKernelStandin, KernelStandin, LenientZstdLauncher
     from zstd_crafting import datasets, zstd
     from dask_hwdecomp.decompress import zstd_walks
     from dask_hwdecomp.decompress.gpu_backend import GpuBackend

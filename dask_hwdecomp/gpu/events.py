@@ -1,11 +1,17 @@
-"""A pair of CUDA events: the GPU's own time for the work queued on a stream between them."""
+"""CUDA events: a pair that times the work queued on a stream between them, and a fork of a stream.
+
+:class:`EventPair` gives the GPU's own time of a call (profiling).
+:class:`StreamFork` runs work on a side stream beside a main stream's: the
+side starts after what the main stream had queued at the fork, and the
+main stream's work queued after the join waits for the side's.
+"""
 
 from __future__ import annotations
 
 from .errors import check
 from .stream import Stream
 
-__all__ = ["EventPair"]
+__all__ = ["EventPair", "StreamFork"]
 
 
 class EventPair:
@@ -65,6 +71,69 @@ class EventPair:
         for event in events:
             if event is not None:
                 check(driver.cuEventDestroy(event), "destroying an event")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class StreamFork:
+    """A side stream that forks from a main stream and joins it again, by two events (no timing).
+
+    Owns ``side`` (its stream) and the events; created with the device's
+    context current. Used by one thread: :meth:`begin` and :meth:`end`
+    alternate on the same main stream.
+
+    Parameters
+    ----------
+    side : Stream
+        Owned: closed by :meth:`close`.
+
+    Raises
+    ------
+    CudaError
+        An event cannot be created.
+    """
+
+    def __init__(self, side: Stream) -> None:
+        from cuda.bindings import driver
+
+        flags = driver.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        self.side = side
+        self._forked = check(driver.cuEventCreate(flags), "creating an event")
+        try:
+            self._joined = check(driver.cuEventCreate(flags), "creating an event")
+        except BaseException:
+            check(driver.cuEventDestroy(self._forked), "destroying an event")
+            raise
+
+    def begin(self, main: Stream) -> None:
+        """The side stream's next work waits for everything queued on ``main`` so far."""
+        from cuda.bindings import driver
+
+        check(driver.cuEventRecord(self._forked, main.native), "recording an event")
+        check(driver.cuStreamWaitEvent(self.side.native, self._forked, 0), "waiting for an event")
+
+    def end(self, main: Stream) -> None:
+        """``main``'s next work waits for everything queued on the side stream so far."""
+        from cuda.bindings import driver
+
+        check(driver.cuEventRecord(self._joined, self.side.native), "recording an event")
+        check(driver.cuStreamWaitEvent(main.native, self._joined, 0), "waiting for an event")
+
+    def close(self) -> None:
+        """Destroy the events and the side stream (its work done; idempotent)."""
+        from cuda.bindings import driver
+
+        events, self._forked, self._joined = (self._forked, self._joined), None, None
+        try:
+            for event in events:
+                if event is not None:
+                    check(driver.cuEventDestroy(event), "destroying an event")
+        finally:
+            self.side.close()
 
     def __enter__(self):
         return self

@@ -18,20 +18,30 @@ runs on the host),
 :mod:`dask_hwdecomp.gpu.checksums`; None: CRCs are computed on the host) and
 ``event_pair()`` (an :class:`~dask_hwdecomp.gpu.events.EventPair`, the GPU's
 own time of a call for the profiling timeline; without it a call's GPU time
-is not known).
+is not known) and ``stream_fork()`` (a :class:`~dask_hwdecomp.gpu.events.StreamFork`:
+work beside a call on a side stream; without it that work is queued on the
+call's own stream).
 Pointers are plain ints; allocations have ``ptr``, ``nbytes`` and ``close()``.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .device import Device
 from .errors import check
-from .events import EventPair
+from .events import EventPair, StreamFork
 from .stream import Stream
 
 __all__ = ["CudaOps", "DeviceAllocation", "HostAllocation"]
+
+# numba-cuda loads a kernel's module into the context at its first launch
+# without a lock: two threads launching a kernel first at once failed
+# ("key already in dictionary: <CUlibrary ...>", the Zstd stream walk on the
+# H100, 2026-12-07). Launches are queued one thread at a time.
+_LAUNCHES = threading.Lock()
 
 
 class DeviceAllocation:
@@ -198,10 +208,25 @@ class CudaOps:
         from .cuda_jit import cuda
 
         self.device.activate()
-        kernel[blocks, threads, cuda.external_stream(stream.handle)](*args)
+        with _LAUNCHES:
+            kernel[blocks, threads, cuda.external_stream(stream.handle)](*args)
 
     def synchronize(self, stream: Stream) -> None:
         stream.synchronize()
+
+    def stream_fork(self) -> StreamFork:
+        """A side stream of this device with its fork and join events (the caller closes it).
+
+        Raises
+        ------
+        CudaError
+        """
+        side = self.new_stream()
+        try:
+            return StreamFork(side)
+        except BaseException:
+            side.close()
+            raise
 
     def event_pair(self) -> EventPair:
         """Two timing events on this device (the caller closes them).

@@ -135,3 +135,46 @@ def test_a_call_compiles_no_walk_step_the_backend_did_not(backend):
         dst = bytearray(dst_len)
         backend.decompress(jobs, view, memoryview(dst))
     assert (len(zstd_streams.pages_streams.signatures), len(walk_kernel.overloads)) == before
+
+
+def test_every_stream_walking_its_first_call_at_once_fails_none(nvcomp_available, tmp_path):
+    # numba-cuda loads a kernel's module into the context at its first
+    # launch: four streams launching the walk at once for the first time
+    # failed with "key already in dictionary" until launches took a lock.
+    # A fresh process, so that no earlier test has loaded the kernel.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys, threading
+        sys.path[:0] = ["tests", "tests/gpu"]
+        from test_zstd_walks_gpu import _crafted, _layout
+        from zstd_crafting import unzstd
+        from dask_hwdecomp.decompress.nvcomp import create
+        from dask_hwdecomp.options import Options
+
+        bad, good, sizes = _crafted()
+        frames, lengths = good[:8] + bad[:8], sizes[:8] + sizes[:8]
+        src, jobs, dst_len = _layout(frames, lengths)
+        expected = b"".join(unzstd(f, n) for f, n in zip(frames, lengths))
+        errors, results = [], []
+        with create(Options(streams=4, batch_latency_ms=0.0, batch_bytes=1)) as b:
+            gate = threading.Barrier(4)
+            def one():
+                try:
+                    with b.host_buffer(len(src)) as s, b.host_buffer(dst_len) as d:
+                        s.view[:] = src
+                        gate.wait()
+                        results.append((b.decompress(jobs, s.view, d.view), bytes(d.view)))
+                except BaseException as exc:
+                    errors.append(repr(exc))
+            threads = [threading.Thread(target=one) for _ in range(4)]
+            for t in threads: t.start()
+            for t in threads: t.join()
+        assert not errors, errors
+        assert all(r == (8, expected) for r in results), [r[0] for r in results]
+        print("ok", len(results))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0 and "ok 4" in done.stdout, done.stdout[-2000:] + done.stderr[-4000:]
