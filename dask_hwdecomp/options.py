@@ -60,7 +60,8 @@ BYTE_SIZES = ("batch_bytes", "max_page_bytes", "max_batch_bytes", "pinned_bytes"
 _MIN_PINNED = 64 * _MiB
 # What a GPU backend is created with (streams, batcher, host CRC check, its
 # CPU redo pool): backends of equal values are one and the same.
-GPU_BACKEND_OPTIONS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads")
+GPU_BACKEND_OPTIONS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads",
+                       "zstd_stream_walk")
 # HWDECOMP_* variables that are not options (test and library locations,
 # the timeline, the GPU service's decoder runners).
 _OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB", "HWDECOMP_TIMELINE",
@@ -197,6 +198,14 @@ class Options:
         :class:`~dask_hwdecomp.errors.CorruptPageError`, and the other
         batches it held, every reader's, keep their CPU output (decoded on
         the CPU to find the bad page), reported.
+    zstd_stream_walk : bool
+        With nvCOMP, also walk every Huffman literal stream of each Zstd
+        page on the GPU and decode a page whose stream is not consumed
+        exactly again with libzstd (:mod:`dask_hwdecomp.decompress.zstd_walks`):
+        a corrupt page that both decoders accept, where nvCOMP reads zeros
+        and libzstd (pyarrow) the neighbouring stream's bytes, then gives
+        pyarrow's rows. Off by default: on the H100 it made Zstd reads at
+        scale 14 to 20 % slower (docs/gpu.md).
     decode : {"auto", "gpu", "cpu"}
         Where the uncompressed pages are decoded into Arrow columns.
         ``"auto"`` (the default) decodes on the GPU every column chunk the
@@ -260,6 +269,7 @@ class Options:
     pinned_bytes: int = 0
     service_dir: str = ""
     decode: str = "auto"
+    zstd_stream_walk: bool = False
 
     def __post_init__(self):
         for name in BYTE_SIZES:

@@ -160,7 +160,7 @@ def _pages(frames: list[bytes], sizes: list[int]):
 
 def _backend(walks: bool = True, ops=None) -> GpuBackend:
     return GpuBackend("nvcomp", ops or StandinHwEngine(), LenientZstdLauncher(walks),
-                      Options(streams=1, batch_latency_ms=1.0))
+                      Options(streams=1, batch_latency_ms=1.0, zstd_stream_walk=True))
 
 
 def _kernel_ops() -> KernelStandin:
@@ -231,7 +231,7 @@ def test_a_part_with_a_flagged_page_is_not_kept_on_the_device():
     keeper = RunKeeper(store, lambda n: np.zeros(n, np.uint8))
     # A part a page: the budget is the smallest it may be.
     with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(),
-                    Options(streams=1, batch_latency_ms=1.0, batch_bytes=1)) as backend:
+                    Options(streams=1, batch_latency_ms=1.0, batch_bytes=1, zstd_stream_walk=True)) as backend:
         assert backend.decompress(jobs, memoryview(src), memoryview(dst), keep=keeper) == 1
     kept = {(a, n) for p in keeper.pages for a, n in p.outputs.tolist()}
     assert kept == {(j.dst_offset, j.dst_size) for j in (jobs[0], jobs[2])}
@@ -338,7 +338,7 @@ _CALL = textwrap.dedent('''
     data = datasets()[0][1]
     frame = zstd(data, 3)
     steps = (zstd_streams.pages_streams, zstd_streams.walk_streams)
-    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(), Options(streams=1)) as backend:
+    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(), Options(streams=1, zstd_stream_walk=True)) as backend:
         warmed = [list(fn.signatures) for fn in steps]
         src = memoryview(frame) if sys.argv[1] == "read-only" else memoryview(bytearray(frame))
         dst = bytearray(len(data))
@@ -354,3 +354,16 @@ def test_a_call_compiles_no_walk_step_that_warming_did_not(source):
                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "[[], []]", out.stdout
+
+
+def test_the_walk_is_off_unless_asked_for():
+    # Off by default (it costs Zstd reads at scale): no runner walks, and an
+    # over-read page comes back as nvCOMP decodes it.
+    frames, sizes = _over_read_pages()
+    expected = [unzstd(f, n) for f, n in zip(frames, sizes)]
+    src, jobs, dst = _pages(frames, sizes)
+    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(), Options(streams=1)) as backend:
+        assert not backend.walks_streams
+        assert backend.decompress(jobs, memoryview(src), memoryview(dst)) == 0
+    got = [bytes(dst[j.dst_offset : j.dst_offset + j.dst_size]) for j in jobs]
+    assert got[0] == expected[0] and got[2] == expected[2] and got[1] != expected[1]

@@ -13,8 +13,8 @@ operations have no status of their own) first redoes failed pages on the
 CPU; only a page the CPU rejects too is an error, and ``decompress``
 returns how many pages were redone (the read's report shows them).
 
-A launcher that says ``walks_huffman_streams`` (nvCOMP's, for Zstd) gets
-the Huffman stream walk beside each call (:mod:`.zstd_walks`): a page
+With ``zstd_stream_walk``, a launcher that says ``walks_huffman_streams``
+(nvCOMP's, for Zstd) gets the Huffman stream walk beside each call (:mod:`.zstd_walks`): a page
 with a literal stream not consumed exactly is decoded again with libzstd
 (pyarrow's rows, or pyarrow's error naming the page) and counted as
 redone. Its steps are compiled when the backend is created.
@@ -126,7 +126,8 @@ class GpuBackend:
         self._owned = list(owned)
         self._pool: PinnedPool | None = None
         self._batcher: Batcher | None = None
-        self.walks_streams = bool(getattr(launcher, "walks_huffman_streams", False)) and Algo.ZSTD in self.algorithms
+        self.walks_streams = (options.zstd_stream_walk and bool(getattr(launcher, "walks_huffman_streams", False))
+                              and Algo.ZSTD in self.algorithms)
         if self.walks_streams:
             # A compile inside a call would blow its deadline.
             warm_walks(on_device=hasattr(ops, "launch_kernel"))

@@ -28,7 +28,7 @@ def backend(nvcomp_available):
     from dask_hwdecomp.decompress.nvcomp import create
     from dask_hwdecomp.options import Options
 
-    b = create(Options(streams=2, batch_latency_ms=2.0))
+    b = create(Options(streams=2, batch_latency_ms=2.0, zstd_stream_walk=True))
     yield b
     b.close()
 
@@ -159,7 +159,7 @@ def test_every_stream_walking_its_first_call_at_once_fails_none(nvcomp_available
         src, jobs, dst_len = _layout(frames, lengths)
         expected = b"".join(unzstd(f, n) for f, n in zip(frames, lengths))
         errors, results = [], []
-        with create(Options(streams=4, batch_latency_ms=0.0, batch_bytes=1)) as b:
+        with create(Options(streams=4, batch_latency_ms=0.0, batch_bytes=1, zstd_stream_walk=True)) as b:
             gate = threading.Barrier(4)
             def one():
                 try:
