@@ -394,3 +394,15 @@ def test_hwdecomp_info_names_the_running_service(service_dir):
     out = subprocess.run([sys.executable, "-m", "dask_hwdecomp", "info"], capture_output=True, text=True,
                          env={**os.environ, "HWDECOMP_SERVICE_DIR": missing}, timeout=120)
     assert f"GPU service: none running in {missing}" in out.stdout and not os.path.exists(missing)
+
+
+def test_readers_with_and_without_the_zstd_stream_walk_get_backends_of_their_own(service_dir):
+    # zstd_stream_walk is a backend option: a reader that turns it on must
+    # not share a backend made without it (nor the other way round).
+    with open_backend("cpu", OPTS, service_dir) as plain, \
+            open_backend("cpu", OPTS.replace(zstd_stream_walk=True), service_dir) as walking:
+        assert plain.pid == walking.pid
+        run_batch(plain, *make_batch(ENGINE_ALGOS, [3000] * 4, seed=3)[:3])
+        run_batch(walking, *make_batch(ENGINE_ALGOS, [3000] * 4, seed=4)[:3])
+        stats = walking.stats()
+    assert stats["connections"] == 2 and stats["hosted_backends"] == 2, stats
