@@ -18,6 +18,10 @@
 #      STEPS=mut-nvcomp,mut-decode bash benchmarks/run-h200-faults.sh
 # Wheels: the dependencies as wheels in .whl/, carried with the tree.
 set -o pipefail
+# The large wheels travel installed and packed (benchmarks/pack-wheels.sh): unpacked first, the rest on top.
+if [ -f .whl/site.tar.xz ]; then
+  mkdir -p /tmp/site && tar -xJf .whl/site.tar.xz -C /tmp/site || exit 1
+fi
 if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi

@@ -16,6 +16,8 @@
 # Carry .whl (shared/tools/device-wheels.sh) and .devcarry (py-spy's wheel in .devcarry/pyspy for spy and idle).
 # Environment: PROF_S (seconds a profile may take, default 110), DATASETS, CODECS (snappy), CLUSTER (4x4),
 # VARIANTS, REPEATS, SPY_S.
+# The large wheels travel installed and packed (benchmarks/pack-wheels.sh): unpacked first, the rest on top.
+[ -f .whl/site.tar.xz ] && { mkdir -p /tmp/site && tar -xJf .whl/site.tar.xz -C /tmp/site || exit 1; }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl $(ls .devcarry/pyspy/*.whl 2>/dev/null) >/dev/null 2>&1 || exit 1
 export PYTHONUNBUFFERED=1
 bash benchmarks/numba-cache-guard.sh
