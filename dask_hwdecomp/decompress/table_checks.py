@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..format.codec_kernels import snappy_varint
+from ..format.codec_kernels import read_le, snappy_varint
 from ..format.zstd_blocks import BLOCK_OK, zstd_block_max, zstd_blocks
 from ..jobs import ALGOS, Algo, JobTable
 
@@ -51,14 +51,6 @@ class Suspects(NamedTuple):
 
 
 @njit(nogil=True, cache=True)
-def _le(src, at, nbytes):  # pragma: no cover - compiled
-    v = 0
-    for i in range(nbytes):
-        v |= np.int64(src[at + i]) << (8 * i)
-    return v
-
-
-@njit(nogil=True, cache=True)
 def _snappy_ok(src, so, ss, ds, pre):  # pragma: no cover - compiled
     """Whether a Snappy job's length varint is valid and agrees with its sizes and preamble."""
     declared, length = snappy_varint(src, so, ss)
@@ -75,11 +67,11 @@ def _zstd_walk(src, so, ss, ds):  # pragma: no cover - compiled
     while pos < end:
         if end - pos < 4:
             return -1
-        magic = _le(src, pos, 4)
+        magic = read_le(src, pos, 4)
         if magic & 0xFFFFFFF0 == _SKIPPABLE:
             if end - pos < 8:
                 return -1
-            pos += 8 + _le(src, pos + 4, 4)
+            pos += 8 + read_le(src, pos + 4, 4)
             if pos > end:
                 return -1
             continue
@@ -111,7 +103,7 @@ def _zstd_walk(src, so, ss, ds):  # pragma: no cover - compiled
         if fcs_len:
             if fcs_len == 8 and src[pos + hdr + 7] & 0x80:
                 return -1  # beyond any page
-            fcs = _le(src, pos + hdr, fcs_len)
+            fcs = read_le(src, pos + hdr, fcs_len)
             if fcs_len == 2:
                 fcs += 256
         if single:

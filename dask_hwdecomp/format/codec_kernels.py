@@ -18,7 +18,8 @@ from numba import njit
 from .thrift_kernels import ERROR, OK
 
 __all__ = ["J_ALGO", "J_SRC", "J_SRCSIZE", "J_DST", "J_DSTSIZE", "J_CRC", "J_PRE", "NJ",
-           "A_SNAPPY", "A_DEFLATE", "A_GZIP", "A_LZ4", "A_ZSTD", "A_BROTLI", "snappy_varint", "body_jobs"]
+           "A_SNAPPY", "A_DEFLATE", "A_GZIP", "A_LZ4", "A_ZSTD", "A_BROTLI", "snappy_varint", "body_jobs", "read_le",
+           "u32le"]
 
 # job table columns: src absolute in the batch source, dst relative to the page's value start
 J_ALGO, J_SRC, J_SRCSIZE, J_DST, J_DSTSIZE, J_CRC, J_PRE = 0, 1, 2, 3, 4, 5, 6
@@ -30,7 +31,17 @@ _SNAPPY, _GZIP, _LZ4, _ZSTD, _BROTLI, _LZ4_RAW = 1, 2, 5, 6, 4, 7
 
 
 @njit(nogil=True, cache=True)
-def _u32le(b, p):
+def read_le(src, at, nbytes):  # pragma: no cover - compiled
+    """The ``nbytes`` (at most 8) little-endian bytes of ``src`` at ``at``, as an int64 (eight with the top bit set: negative)."""
+    v = np.int64(0)
+    for i in range(nbytes):
+        v |= np.int64(src[at + i]) << (8 * i)
+    return v
+
+
+@njit(nogil=True, cache=True)
+def u32le(b, p):  # pragma: no cover - compiled
+    """The four little-endian bytes of ``b`` at ``p``, as an int64 (unrolled, for hot loops)."""
     return np.int64(b[p]) | (np.int64(b[p + 1]) << 8) | (np.int64(b[p + 2]) << 16) | (np.int64(b[p + 3]) << 24)
 
 
@@ -150,8 +161,8 @@ def body_jobs(b, s, n, codec, expected, jobs, nj):
         h = _gzip_header_len(b, s, n)
         if h < 0:
             return ERROR, nj
-        crc = _u32le(b, s + n - 8)
-        isize = _u32le(b, s + n - 4)
+        crc = u32le(b, s + n - 8)
+        isize = u32le(b, s + n - 4)
         if isize == (expected & 0xFFFFFFFF) and not _leading_empty(b, s, n, h):
             return OK, _job(jobs, nj, A_DEFLATE, s + h, n - 8 - h, 0, expected, crc, 0)
         return OK, _job(jobs, nj, A_GZIP, s, n, 0, expected, -1, 0)
@@ -177,7 +188,7 @@ def body_jobs(b, s, n, codec, expected, jobs, nj):
     if codec == _LZ4_RAW:
         return OK, _job(jobs, nj, A_LZ4, s, n, 0, expected, -1, 0)
     if codec == _ZSTD:
-        if n < 5 or _u32le(b, s) != 0xFD2FB528:
+        if n < 5 or u32le(b, s) != 0xFD2FB528:
             return ERROR, nj
         fhd = np.int64(b[s + 4])
         if fhd & 0x08:

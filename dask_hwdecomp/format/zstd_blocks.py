@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .codec_kernels import read_le
 from .zstd_huffman import huffman_tree
 
 __all__ = ["ZstdBlocks", "BLOCK_OK", "BLOCK_HEADER_PAST", "BLOCK_RESERVED", "BLOCK_TOO_LARGE", "BLOCK_DATA_PAST",
@@ -128,14 +129,6 @@ def zstd_blocks(src, pos, end, block_max):
 
 
 @njit(nogil=True, cache=True)
-def _le(src, at, nbytes):  # pragma: no cover - compiled
-    v = np.int64(0)
-    for i in range(nbytes):
-        v |= np.int64(src[at + i]) << (8 * i)
-    return v
-
-
-@njit(nogil=True, cache=True)
 def compressed_block_fault(src, p, n, block_max, tables):
     """Check the section headers of the compressed block ``src[p:p+n]`` as libzstd does before decoding.
 
@@ -155,7 +148,7 @@ def compressed_block_fault(src, p, n, block_max, tables):
             return BLOCK_LITERALS, tables
         if n < 5:
             return BLOCK_LITERALS, tables
-        lhc = _le(src, p, 4)
+        lhc = read_le(src, p, 4)
         single = lhl == 0
         if lhl <= 1:
             lh, lit, litc = 3, (lhc >> 4) & 0x3FF, (lhc >> 14) & 0x3FF
@@ -185,7 +178,7 @@ def compressed_block_fault(src, p, n, block_max, tables):
         else:
             if size < 10:
                 return BLOCK_LITERALS, tables
-            s1, s2, s3 = _le(src, q, 2), _le(src, q + 2, 2), _le(src, q + 4, 2)
+            s1, s2, s3 = read_le(src, q, 2), read_le(src, q + 2, 2), read_le(src, q + 4, 2)
             s4 = size - 6 - s1 - s2 - s3
             if s1 < 1 or s2 < 1 or s3 < 1 or s4 < 1:
                 return BLOCK_LITERALS, tables
@@ -197,9 +190,9 @@ def compressed_block_fault(src, p, n, block_max, tables):
         sec = streams_end
     else:  # raw (0) or RLE (1) literals
         if lhl == 1:
-            lh, lit = 2, _le(src, p, 2) >> 4
+            lh, lit = 2, read_le(src, p, 2) >> 4
         elif lhl == 3:
-            lh, lit = 3, _le(src, p, 3) >> 4 if n >= 3 else 0
+            lh, lit = 3, read_le(src, p, 3) >> 4 if n >= 3 else 0
         else:
             lh, lit = 1, np.int64(src[p]) >> 3
         if lit > block_max:
@@ -217,7 +210,7 @@ def compressed_block_fault(src, p, n, block_max, tables):
         if count == 0xFF:
             if q + 2 > end:
                 return BLOCK_SEQUENCES, tables
-            count = _le(src, q, 2) + 0x7F00
+            count = read_le(src, q, 2) + 0x7F00
             q += 2
         else:
             if q >= end:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .codec_kernels import u32le
+
 __all__ = ["HUF_TABLELOG_MAX", "huffman_tree"]
 
 HUF_TABLELOG_MAX = 12  # the longest Huffman code, in bits
@@ -51,12 +53,6 @@ def _highbit(v):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
-def _le32(src, at):  # pragma: no cover - compiled
-    return np.int64(src[at]) | (np.int64(src[at + 1]) << 8) | (np.int64(src[at + 2]) << 16) \
-        | (np.int64(src[at + 3]) << 24)
-
-
-@njit(nogil=True, cache=True)
 def _le64(src, at):  # pragma: no cover - compiled
     v = np.uint64(0)
     for i in range(8):
@@ -75,7 +71,7 @@ def _read_ncount(src, start, size, ncount):  # pragma: no cover - compiled
     ip = start
     for s in range(_NCOUNT_SYMBOLS):
         ncount[s] = 0
-    bit_stream = _le32(src, ip)
+    bit_stream = u32le(src, ip)
     nb_bits = (bit_stream & 0xF) + _FSE_MIN_TABLELOG
     if nb_bits > _FSE_TABLELOG_ABSOLUTE_MAX:
         return -1, 0, 0
@@ -98,7 +94,7 @@ def _read_ncount(src, start, size, ncount):  # pragma: no cover - compiled
                     bit_count -= 8 * (iend - 7 - ip)
                     bit_count &= 31
                     ip = iend - 4
-                bit_stream = _le32(src, ip) >> bit_count
+                bit_stream = u32le(src, ip) >> bit_count
                 repeats = _ctz32((~bit_stream & 0xFFFFFFFF) | 0x80000000) >> 1
             charnum += 3 * repeats
             bit_stream >>= 2 * repeats
@@ -114,7 +110,7 @@ def _read_ncount(src, start, size, ncount):  # pragma: no cover - compiled
                 bit_count -= 8 * (iend - 4 - ip)
                 bit_count &= 31
                 ip = iend - 4
-            bit_stream = _le32(src, ip) >> bit_count
+            bit_stream = u32le(src, ip) >> bit_count
         mx = (2 * threshold - 1) - remaining
         if (bit_stream & (threshold - 1)) < mx:
             count = bit_stream & (threshold - 1)
@@ -146,7 +142,7 @@ def _read_ncount(src, start, size, ncount):  # pragma: no cover - compiled
             bit_count -= 8 * (iend - 4 - ip)
             bit_count &= 31
             ip = iend - 4
-        bit_stream = _le32(src, ip) >> bit_count
+        bit_stream = u32le(src, ip) >> bit_count
     if remaining != 1 or charnum > _NCOUNT_SYMBOLS or bit_count > 32:
         return -1, 0, 0
     ip += (bit_count + 7) >> 3

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .codec_kernels import read_le
 from .zstd_huffman import HUF_TABLELOG_MAX, huffman_tree
 
 __all__ = ["ZstdStreams", "NO_END_MARK", "pages_streams", "bits_left_py", "bits_left", "walk_streams"]
@@ -126,14 +127,6 @@ def walk_streams(src, start, end, count, tree, lengths, lengths_at, table_log): 
 
 
 @njit(nogil=True, cache=True)
-def _le(src, at, nbytes):  # pragma: no cover - compiled
-    v = np.int64(0)
-    for i in range(nbytes):
-        v |= np.int64(src[at + i]) << (8 * i)
-    return v
-
-
-@njit(nogil=True, cache=True)
 def _grown(rows, used):  # pragma: no cover - compiled
     if used < rows.shape[0]:
         return rows
@@ -154,7 +147,7 @@ def _grown_flat(flat, need):  # pragma: no cover - compiled
 @njit(nogil=True, cache=True)
 def _frame_blocks(src, pos, end):  # pragma: no cover - compiled
     """The first block header of the frame at ``src[pos]`` and whether a checksum follows its blocks (-1: none)."""
-    if pos + 5 > end or _le(src, pos, 4) != _ZSTD_MAGIC:
+    if pos + 5 > end or read_le(src, pos, 4) != _ZSTD_MAGIC:
         return -1, False
     fhd = np.int64(src[pos + 4])
     single = (fhd >> 5) & 1
@@ -199,11 +192,11 @@ def pages_streams(src, offsets, sizes):  # pragma: no cover - compiled
         pos = offsets[page]
         end = pos + sizes[page]
         while pos + 4 <= end and not bad[page]:
-            magic = _le(src, pos, 4)
+            magic = read_le(src, pos, 4)
             if magic & 0xFFFFFFF0 == _SKIPPABLE:
                 if pos + 8 > end:
                     break
-                pos += 8 + _le(src, pos + 4, 4)
+                pos += 8 + read_le(src, pos + 4, 4)
                 continue
             first, summed = _frame_blocks(src, pos, end)
             if first < 0:
@@ -214,7 +207,7 @@ def pages_streams(src, offsets, sizes):  # pragma: no cover - compiled
                 if pos + 3 > end:
                     pos = end
                     break
-                bh = _le(src, pos, 3)
+                bh = read_le(src, pos, 3)
                 btype = (bh >> 1) & 3
                 bsize = bh >> 3
                 stored = 1 if btype == 1 else bsize
@@ -225,7 +218,7 @@ def pages_streams(src, offsets, sizes):  # pragma: no cover - compiled
                 kind = np.int64(src[p]) & 3 if bsize > 0 else 0
                 if btype == 2 and kind >= 2 and bsize >= 5:
                     lhl = (np.int64(src[p]) >> 2) & 3
-                    lhc = _le(src, p, 4)
+                    lhc = read_le(src, p, 4)
                     if lhl <= 1:
                         lh, lit, litc = 3, (lhc >> 4) & 0x3FF, (lhc >> 14) & 0x3FF
                     elif lhl == 2:
@@ -281,7 +274,7 @@ def pages_streams(src, offsets, sizes):  # pragma: no cover - compiled
                         at = q + 6
                         each = (lit + 3) // 4
                         for k in range(4):
-                            stop = at + _le(src, q + 2 * k, 2) if k < 3 else streams_end
+                            stop = at + read_le(src, q + 2 * k, 2) if k < 3 else streams_end
                             if stop <= at or stop > streams_end:
                                 bad[page] = True
                                 break
