@@ -7,8 +7,10 @@ previous stream's last bytes: the page comes back as other rows than
 pyarrow's. :class:`StreamWalks` finds such pages in the call itself: the
 host finds the streams (:func:`~dask_hwdecomp.format.zstd_streams.pages_streams`:
 frames, blocks and Huffman trees, no literal), and a kernel walks them, one
-thread per stream, in the call's stream after nvCOMP's launch, over the
-inputs already on the device. After the call's synchronisation a page with
+thread per stream, over the inputs already on the device: on the side
+stream the runner forks from the call's once its inputs are in, beside
+nvCOMP's decoding (in the call's own stream after nvCOMP's launch where the
+ops cannot fork). A backend walks only with ``zstd_stream_walk``. After the call's synchronisation a page with
 a stream not consumed exactly fails as a :class:`~dask_hwdecomp.gpu.checksums.Mismatch`
 of kind ``"huffman"``, and the backend decodes it again with libzstd.
 
