@@ -271,6 +271,35 @@ def test_good_pages_are_not_redone(where):
     assert bytes(dst) == b"".join(data for data in small for _ in (1, 9))
 
 
+@pytest.mark.parametrize("parts", [1, 3])
+def test_the_streams_are_found_on_the_callers_thread_not_the_calls_dispatcher(monkeypatch, parts):
+    # The host's share of the walk that depends on a part alone rides on the
+    # part: the dispatcher thread, which every call of its stream waits for,
+    # only lays the streams out. One part a page where parts=3 (the budget
+    # at its smallest), so a call's streams come from several parts.
+    import threading
+
+    from dask_hwdecomp.decompress import zstd_walks
+
+    frames, sizes = _over_read_pages()
+    expected = [unzstd(f, n) for f, n in zip(frames, sizes)]
+    src, jobs, dst = _pages(frames, sizes)
+    threads = []
+    search = zstd_walks.pages_streams
+
+    def counted(*args):
+        threads.append(threading.current_thread())
+        return search(*args)
+
+    monkeypatch.setattr(zstd_walks, "pages_streams", counted)
+    options = Options(streams=1, batch_latency_ms=20.0, zstd_stream_walk=True, batch_bytes=1 if parts == 3 else 1 << 30)
+    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(), options) as backend:
+        threads.clear()  # the warm-up's searches
+        assert backend.decompress(jobs, memoryview(src), memoryview(dst)) == 1
+    assert threads == [threading.current_thread()] * parts
+    assert [bytes(dst[j.dst_offset : j.dst_offset + j.dst_size]) for j in jobs] == expected
+
+
 def test_the_hardware_engine_backend_does_not_walk():
     from dask_hwdecomp.decompress.hardware import create_with
 

@@ -207,6 +207,9 @@ class GpuBackend:
             keep.device_only = np.zeros((0, 2), np.int64)
         spans = split_sizes(table.rows["dst_size"], self.options.batch_bytes)
         parts = [Part(table.take(slice(a, b)), src, dst, protect, keep=keep) for a, b in spans]
+        if self.walks_streams:  # the walk's host share here, on the caller's thread, not the call's dispatcher
+            for part in parts:
+                part.beside = StreamWalks.prepare(part.jobs, src)
         results = self._open().batcher.run(parts)
         failed = [f for failures in results for f in failures]
         failed.sort(key=lambda f: f.index)

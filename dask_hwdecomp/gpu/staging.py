@@ -44,6 +44,8 @@ class Part:
     disjoint ``(start, end)`` ranges of ``dst`` that copies back must not
     touch. ``keep``, a :class:`~dask_hwdecomp.gpu.stream_runner.Keeper`,
     also keeps the part's outputs on the device when all its jobs succeed.
+    ``beside`` is what the runner's :class:`~dask_hwdecomp.gpu.stream_runner.Beside`
+    work prepared for the part before the call (None: nothing, or not yet).
     """
 
     jobs: JobTable
@@ -52,6 +54,7 @@ class Part:
     protect: Any = ()
     owner: Any = None  # whatever the batcher uses to hand results back
     keep: Any = None
+    beside: Any = None
     out_bytes: int = field(init=False)
 
     def __post_init__(self) -> None:

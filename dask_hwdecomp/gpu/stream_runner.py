@@ -42,6 +42,9 @@ it joins the call's stream before the synchronisation, so it runs during
 the launcher's decoding rather than after it (the Zstd stream walk took
 6 to 10 ms of a 35 to 45 ms call on the H100 when queued behind nvCOMP);
 the side stream only reads the inputs, which nothing of the call writes.
+Its host share that depends on a part alone (:meth:`Beside.prepare`) is
+done by the part's caller before the call, and rides on the part: a
+call's dispatcher thread only lays it out.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from .. import timeline
+from ..jobs import JobTable
 from ..rounding import round_up
 from .checksums import CrcRun, Mismatch, crc_checks
 from .memory import DeviceArena, HostScratch, address_of
@@ -119,10 +123,16 @@ class Launcher(Protocol):
 class Beside(Protocol):
     """Work a runner queues on a call's stream beside its launcher's, over the call's inputs."""
 
-    def queue(self, parts: Sequence[Part], rows: np.ndarray, part_of: np.ndarray, src_ptrs: np.ndarray,
-              stream) -> Callable[[], dict[int, Mismatch]]:
-        """Queue the work for the placed jobs ``rows`` (``part_of``: each one's part; ``src_ptrs``:
-        each one's input on the device).
+    def prepare(self, jobs: JobTable, src: memoryview) -> Any:
+        """The host's share of the work for one part, done by the part's caller before the call
+        (kept as :attr:`Part.beside <dask_hwdecomp.gpu.staging.Part>`, so the dispatcher does not
+        do it); None where the part needs nothing."""
+        ...
+
+    def queue(self, parts: Sequence[Part], rows: np.ndarray, part_of: np.ndarray, members: np.ndarray,
+              src_ptrs: np.ndarray, stream) -> Callable[[], dict[int, Mismatch]]:
+        """Queue the work for the placed jobs ``rows`` (``part_of`` and ``members``: each one's part and
+        row there; ``src_ptrs``: each one's input on the device).
 
         Returns ``collect()``, called after the call's synchronisation: the
         jobs (positions in ``rows``) found wrong, each with its mismatch.
@@ -396,12 +406,12 @@ class StreamRunner:
             collect = launcher.launch(state, stream, src_ptrs[keep], dst_ptrs[keep], base, host)
             outputs.launch(ops, stream, data, base + outputs_dev, host_ptr + outputs_host, host_view[outputs_host:])
             if self.beside is not None:
+                placed = (parts, rows[keep], plan.part_of[keep], plan.member[keep], src_ptrs[keep])
                 if fork is None:
-                    beside = self.beside.queue(parts, rows[keep], plan.part_of[keep], src_ptrs[keep], stream)
+                    beside = self.beside.queue(*placed, stream)
                 else:
                     try:
-                        beside = self.beside.queue(parts, rows[keep], plan.part_of[keep], src_ptrs[keep],
-                                                   fork.side)
+                        beside = self.beside.queue(*placed, fork.side)
                     finally:  # the call's later copies and its synchronisation wait for the side's work
                         fork.end(stream)
         # The kept copies first (stream order still puts them after the
