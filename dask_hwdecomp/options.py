@@ -204,8 +204,8 @@ class Options:
         exactly again with libzstd (:mod:`dask_hwdecomp.decompress.zstd_walks`):
         a corrupt page that both decoders accept, where nvCOMP reads zeros
         and libzstd (pyarrow) the neighbouring stream's bytes, then gives
-        pyarrow's rows. On by default; ``False`` skips the walk and the
-        search for the streams (docs/gpu.md says what it costs).
+        pyarrow's rows. Off by default: on the H100 it made Zstd reads at
+        scale 14 to 20 % slower (docs/gpu.md).
     decode : {"auto", "gpu", "cpu"}
         Where the uncompressed pages are decoded into Arrow columns.
         ``"auto"`` (the default) decodes on the GPU every column chunk the
@@ -269,7 +269,7 @@ class Options:
     pinned_bytes: int = 0
     service_dir: str = ""
     decode: str = "auto"
-    zstd_stream_walk: bool = True
+    zstd_stream_walk: bool = False
 
     def __post_init__(self):
         for name in BYTE_SIZES:
