@@ -204,8 +204,9 @@ class Options:
         exactly again with libzstd (:mod:`dask_hwdecomp.decompress.zstd_walks`):
         a corrupt page that both decoders accept, where nvCOMP reads zeros
         and libzstd (pyarrow) the neighbouring stream's bytes, then gives
-        pyarrow's rows. Off by default: on the H100 it made Zstd reads at
-        scale 14 to 20 % slower (docs/gpu.md).
+        pyarrow's rows. Off by default: on high-entropy pages its kernel
+        outlasts nvCOMP's decoding, and on the H100 it made such Zstd reads
+        at scale 21 to 39 % slower (docs/gpu.md).
     decode : {"auto", "gpu", "cpu"}
         Where the uncompressed pages are decoded into Arrow columns.
         ``"auto"`` (the default) decodes on the GPU every column chunk the

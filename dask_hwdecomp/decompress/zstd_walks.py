@@ -5,9 +5,10 @@ it holds (an over-read, faulty per RFC 8878 4.2.2) with status 0, reading
 zeros below the stream, where libzstd's fast path (pyarrow's) reads the
 previous stream's last bytes: the page comes back as other rows than
 pyarrow's. :class:`StreamWalks` finds such pages in the call itself: the
-host finds the streams (:func:`~dask_hwdecomp.format.zstd_streams.pages_streams`:
-frames, blocks and Huffman trees, no literal), and a kernel walks them, one
-thread per stream, over the inputs already on the device: on the side
+host finds each part's streams before the call, on the thread that made
+the part (:func:`part_streams` over :func:`~dask_hwdecomp.format.zstd_streams.pages_streams`:
+frames, blocks and Huffman trees, no literal), the call's dispatcher lays
+them out, and a kernel walks them, one thread per stream, over the inputs already on the device: on the side
 stream the runner forks from the call's once its inputs are in, beside
 nvCOMP's decoding (in the call's own stream after nvCOMP's launch where the
 ops cannot fork). A backend walks only with ``zstd_stream_walk``. After the call's synchronisation a page with
@@ -201,8 +202,8 @@ class StreamWalks:
 
         if self._kernel is None:
             self._kernel = TableKernel(self.ops)
-        left = self._kernel.queue(walk_kernel, THREADS, window, span, table, c.lengths, stream)
-        return lambda: _findings(at, left(), c.bad)
+        walked = self._kernel.queue(walk_kernel, THREADS, window, span, table, c.lengths, stream)
+        return lambda: _findings(at, walked(), c.bad)
 
     def close(self) -> None:
         """Free the kernel's scratch (the stream's work is done)."""
