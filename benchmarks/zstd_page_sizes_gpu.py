@@ -10,6 +10,8 @@ libzstd on one host thread (the CPU backend) over the same pages. Device only; p
 call: pages, their largest output, MB out, the median wall ms of five calls on each.
 
     python benchmarks/zstd_page_sizes_gpu.py --root /tmp/zstd-sizes
+
+It takes its page listing from ``benchmarks/zstd_streams_cost.py``, beside it.
 """
 
 from __future__ import annotations
@@ -20,29 +22,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from zstd_streams_cost import pages_of
 
 from dask_hwdecomp.bench.data import generate
 from dask_hwdecomp.errors import PageLocation
-from dask_hwdecomp.format.footer import parse_footer
-from dask_hwdecomp.format.pages import chunk_range, scan_chunk
 from dask_hwdecomp.jobs import Algo, Job
 
 ZSTD_CODEC = 6  # Parquet's codec number for ZSTD
 CLASSES = ((768 << 10, 1 << 40), (256 << 10, 768 << 10), (0, 256 << 10))  # output bytes, [low, high)
-
-
-def zstd_pages(data: bytes) -> list[tuple[int, int, int]]:
-    """(body start, body size, output size) of every compressed page of every column chunk of a Parquet file."""
-    footer = parse_footer(data, len(data), "probe")
-    out = []
-    for rg in range(footer.num_row_groups):
-        for chunk in footer.column_chunks(rg):
-            rng = chunk_range(chunk, footer.footer_offset, PageLocation())
-            view = memoryview(data)[rng.start : rng.start + rng.length]
-            for p in scan_chunk(view, rng, PageLocation(), max_page_bytes=1 << 30):
-                if p.compressed:
-                    out.append((rng.start + p.body_start, p.body_size, p.uncompressed_size - p.levels_size))
-    return out
 
 
 def timed(backend, data: bytes, pages: list[tuple[int, int, int]], repeats: int) -> float:
@@ -80,7 +67,7 @@ def main(argv=None) -> None:
         for kind in ("lineitem", "entropy"):
             ds = generate(a.root, kind, 400 << 20, files=4, codecs=("zstd",))
             data = sorted(Path(ds.dirs["zstd"]).glob("*.parquet"))[0].read_bytes()
-            pages = [p for p in zstd_pages(data) if p[1] > 0 and p[2] > 0]
+            pages = [tuple(p) for p in pages_of(data).tolist() if p[1] > 0 and p[2] > 0]
             groups = [(f"[{lo >> 10} KiB, {min(hi, 1 << 30) >> 10} KiB)", [p for p in pages if lo <= p[2] < hi])
                       for lo, hi in CLASSES]
             groups += [("all", pages), ("all but the first class", [p for p in pages if p[2] < CLASSES[0][0]])]

@@ -26,7 +26,7 @@ from dask_hwdecomp.format.zstd_streams import pages_streams, walk_streams
 
 
 def pages_of(data: bytes) -> np.ndarray:
-    """(body start, body size) of every page of every column chunk of a Parquet file."""
+    """(body start, body size, output size) of every page of every column chunk of a Parquet file."""
     footer = parse_footer(data, len(data), "bench")
     out = []
     for rg in range(footer.num_row_groups):
@@ -34,8 +34,8 @@ def pages_of(data: bytes) -> np.ndarray:
             rng = chunk_range(chunk, footer.footer_offset, PageLocation())
             view = memoryview(data)[rng.start : rng.start + rng.length]
             for p in scan_chunk(view, rng, PageLocation(), max_page_bytes=1 << 30):
-                out.append((rng.start + p.body_start, p.body_size))
-    return np.array(out, np.int64).reshape(-1, 2)
+                out.append((rng.start + p.body_start, p.body_size, p.uncompressed_size - p.levels_size))
+    return np.array(out, np.int64).reshape(-1, 3)
 
 
 def main(argv=None) -> None:
