@@ -56,10 +56,10 @@ RECORD = textwrap.dedent('''
     copy_pieces(cuda.to_device(np.zeros(64, np.uint8)), np.array([[device_address(block), 8, 16]], np.int64),
                 [(np.arange(8, dtype=np.uint8), np.array([[0, 8, 40]], np.int64))], cuda.stream())
     # the Huffman stream walk of Zstd pages (beside nvCOMP), with the array types TableKernel passes
-    from dask_hwdecomp.decompress.zstd_walk_kernel import walk_kernel
+    from dask_hwdecomp.decompress.zstd_walk_kernel import LANES, walk_kernel
 
     one = np.ones(1, np.int64)
-    walk_kernel[1, 1](np.ones(4, np.uint8), np.zeros(1, np.int64), one, np.zeros(1, np.int64),
+    walk_kernel[1, LANES](np.ones(4, np.uint8), np.zeros(1, np.int64), one, np.zeros(1, np.int64),
                       np.zeros(1, np.int64), one, np.ones(2, np.uint8), np.zeros(1, np.int64))
     with open(sys.argv[1], "wb") as f:
         pickle.dump(sorted(launches, key=repr), f)

@@ -8,7 +8,8 @@ pyarrow's. :class:`StreamWalks` finds such pages in the call itself: the
 host finds each part's streams before the call, on the thread that made
 the part (:func:`part_streams` over :func:`~dask_hwdecomp.format.zstd_streams.pages_streams`:
 frames, blocks and Huffman trees, no literal), the call's dispatcher lays
-them out, and a kernel walks them, one thread per stream, over the inputs already on the device: on the side
+them out, and a kernel walks them, a block of threads per stream (:mod:`.zstd_walk_kernel`), over the inputs
+already on the device: on the side
 stream the runner forks from the call's once its inputs are in, beside
 nvCOMP's decoding (in the call's own stream after nvCOMP's launch where the
 ops cannot fork). A backend walks only with ``zstd_stream_walk``. After the call's synchronisation a page with
@@ -198,11 +199,11 @@ class StreamWalks:
         delta = ptrs[at] - window - rows["src_offset"][at]
         table = np.stack([c.start[keep] + delta, c.end[keep] + delta, c.literals[keep], c.lengths_at[keep],
                           c.table_log[keep]])
-        from .zstd_walk_kernel import THREADS, walk_kernel
+        from .zstd_walk_kernel import LANES, walk_kernel
 
         if self._kernel is None:
             self._kernel = TableKernel(self.ops)
-        walked = self._kernel.queue(walk_kernel, THREADS, window, span, table, c.lengths, stream)
+        walked = self._kernel.queue(walk_kernel, LANES, window, span, table, c.lengths, stream, block_per_row=True)
         return lambda: _findings(at, walked(), c.bad)
 
     def close(self) -> None:

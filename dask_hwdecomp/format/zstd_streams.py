@@ -11,11 +11,12 @@ Such a page is decoded again by libzstd, so it must be found.
 :func:`pages_streams` only finds the streams: it walks a part's frames and
 blocks, reads each Huffman tree description (:func:`~.zstd_huffman.huffman_tree`)
 and lists every stream with its literal count and a table of code lengths
-per tree, touching no literal. :func:`bits_left_py` walks one stream,
-written once in plain Python so that it compiles both for the host
+per tree, touching no literal. A walk reads a stream from its end mark
+(:func:`payload_bits_py`) one literal at a time (:func:`step_py`), both
+written once in plain Python so that they compile both for the host
 (:func:`bits_left`, :func:`walk_streams`) and, in the layers that know
-GPUs, as a CUDA device function: a thread per stream walks every literal
-where the bytes already are.
+GPUs, as CUDA device functions: there the lanes of a block walk the
+pieces of one stream where the bytes already are.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from numba import njit
 from .codec_kernels import read_le
 from .zstd_huffman import HUF_TABLELOG_MAX, huffman_tree
 
-__all__ = ["ZstdStreams", "NO_END_MARK", "pages_streams", "bits_left_py", "bits_left", "walk_streams"]
+__all__ = ["ZstdStreams", "NO_END_MARK", "pages_streams", "payload_bits_py", "step_py", "bits_left",
+           "walk_streams"]
 
 # What bits_left says of a stream whose last byte is 0: it has no end mark, and libzstd refuses it.
 NO_END_MARK = -(1 << 40)
@@ -69,13 +71,54 @@ class ZstdStreams(NamedTuple):
     bad: np.ndarray
 
 
-def bits_left_py(src, start, end, count, lengths, lengths_at, table_log):  # pragma: no cover - compiled
+def payload_bits_py(src, start, end):  # pragma: no cover - compiled
+    """The bits of the stream ``src[start:end]`` below its end mark (the highest set bit of its last byte); -1: none."""
+    last = np.int64(src[end - 1])
+    if last == 0:
+        return np.int64(-1)
+    mark = 0
+    while (last >> (mark + 1)) != 0:
+        mark += 1
+    return (end - start - 1) * 8 + mark
+
+
+def step_py(src, start, end, pos, table_log, lengths, lengths_at):  # pragma: no cover - compiled
+    """Where the stream ``src[start:end]`` stands after one more literal read at bit ``pos``.
+
+    The literal consumes the code length ``lengths[lengths_at + v]`` of the
+    next ``table_log`` bits ``v`` below ``pos``, zeros where they reach below
+    ``start``, as libzstd reads them.
+    """
+    mask = (np.int64(1) << table_log) - 1
+    lo = pos - table_log
+    if lo >= 0:
+        b = start + (lo >> 3)
+        v = np.int64(src[b])
+        if b + 1 < end:
+            v |= np.int64(src[b + 1]) << 8
+        if b + 2 < end:
+            v |= np.int64(src[b + 2]) << 16
+        v = (v >> (lo & 7)) & mask
+    elif pos > 0:  # the stream's first bits, zeros below them
+        v = np.int64(src[start])
+        if start + 1 < end:
+            v |= np.int64(src[start + 1]) << 8
+        v = ((v & ((np.int64(1) << pos) - 1)) << (-lo)) & mask
+    else:
+        v = np.int64(0)
+    return pos - np.int64(lengths[lengths_at + v])
+
+
+_payload_bits = njit(nogil=True, cache=True, inline="always")(payload_bits_py)
+_step = njit(nogil=True, cache=True, inline="always")(step_py)
+
+
+@njit(nogil=True, cache=True)
+def bits_left(src, start, end, count, lengths, lengths_at, table_log):  # pragma: no cover - compiled
     """Walk the ``count`` literals of the Huffman stream ``src[start:end]``; the bits left after them.
 
-    Read as libzstd reads it, from its end: the highest set bit of the
-    last byte is the end mark, and each literal consumes the code length
-    ``lengths[lengths_at + v]`` of the next ``table_log`` bits ``v`` (zeros
-    where they reach below ``start``).
+    Read as libzstd reads it, from its end mark (:func:`payload_bits_py`),
+    a literal at a time (:func:`step_py`).
 
     Returns
     -------
@@ -84,36 +127,14 @@ def bits_left_py(src, start, end, count, lengths, lengths_at, table_log):  # pra
         > 0 when bits are left over; :data:`NO_END_MARK` when its last byte
         is 0.
     """
-    last = np.int64(src[end - 1])
-    if last == 0:
+    pos = _payload_bits(src, start, end)
+    if pos < 0:
         return NO_END_MARK
-    mark = 0
-    while (last >> (mark + 1)) != 0:
-        mark += 1
-    pos = (end - start - 1) * 8 + mark  # payload bits below the end mark
-    mask = (np.int64(1) << table_log) - 1
     for _ in range(count):
-        lo = pos - table_log
-        if lo >= 0:
-            b = start + (lo >> 3)
-            v = np.int64(src[b])
-            if b + 1 < end:
-                v |= np.int64(src[b + 1]) << 8
-            if b + 2 < end:
-                v |= np.int64(src[b + 2]) << 16
-            v = (v >> (lo & 7)) & mask
-        elif pos > 0:  # the stream's first bits, zeros below them
-            v = np.int64(src[start])
-            if start + 1 < end:
-                v |= np.int64(src[start + 1]) << 8
-            v = ((v & ((np.int64(1) << pos) - 1)) << (-lo)) & mask
-        else:
-            v = np.int64(0)
-        pos -= np.int64(lengths[lengths_at + v])
+        pos = _step(src, start, end, pos, table_log, lengths, lengths_at)
     return pos
 
 
-bits_left = njit(nogil=True, cache=True)(bits_left_py)
 
 
 @njit(nogil=True, cache=True)

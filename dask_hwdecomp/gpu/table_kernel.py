@@ -36,8 +36,8 @@ class TableKernel:
         self._scratch: HostScratch | None = None
 
     def queue(self, kernel, threads: int, window: int, window_bytes: int, columns: np.ndarray, data: np.ndarray,
-              stream) -> Callable[[], np.ndarray]:
-        """Queue the upload, the launch (a thread per row) and the result's copy back.
+              stream, block_per_row: bool = False) -> Callable[[], np.ndarray]:
+        """Queue the upload, the launch (a thread per row, or a block) and the result's copy back.
 
         Parameters
         ----------
@@ -51,6 +51,8 @@ class TableKernel:
             Bytes the rows share (non-empty).
         stream
             The call's stream.
+        block_per_row : bool
+            Launch a block of ``threads`` per row rather than a thread.
 
         Returns
         -------
@@ -79,7 +81,7 @@ class TableKernel:
         out = ops.device_array(dev + words, m, np.int64)
         args = (ops.device_array(window, window_bytes, np.uint8), *cols,
                 ops.device_array(dev + words + 8 * m, len(data), np.uint8), out)
-        ops.launch_kernel(kernel, -(-m // threads), threads, stream, *args)
+        ops.launch_kernel(kernel, m if block_per_row else -(-m // threads), threads, stream, *args)
         ops.dtoh(host_ptr + words, dev + words, 8 * m, stream)
         return lambda: host[words : words + 8 * m].view(np.int64).copy()
 

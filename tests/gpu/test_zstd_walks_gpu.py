@@ -68,7 +68,7 @@ def _run(backend, src, jobs, dst_len):
 
 
 def test_the_kernel_walks_as_the_host_does(cuda_device):
-    from dask_hwdecomp.decompress.zstd_walk_kernel import THREADS, walk_kernel
+    from dask_hwdecomp.decompress.zstd_walk_kernel import LANES, walk_kernel
     from dask_hwdecomp.gpu.cuda_jit import cuda
 
     jobs, src, _, _ = make_batch([Algo.ZSTD], [1000, 30_000, 100_000, 262_144] * 10, seed=7)
@@ -88,7 +88,7 @@ def test_the_kernel_walks_as_the_host_does(cuda_device):
     out = cuda.device_array(len(left), np.int64)
     args = [cuda.to_device(np.ascontiguousarray(a)) for a in (host, s.start, s.end, s.literals, s.lengths_at[s.tree],
                                                               s.table_log[s.tree], s.lengths)]
-    walk_kernel[-(-len(left) // THREADS), THREADS](*args, out)
+    walk_kernel[len(left), LANES](*args, out)
     assert (out.copy_to_host() == left).all()
 
 
