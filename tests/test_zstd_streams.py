@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from standin_zstd import ForkingKernelStandin, KernelStandin, LenientZstdLauncher
-from zstd_crafting import datasets, huffman_literals, resized, unzstd, zstd
+from zstd_crafting import datasets, far_streams, huffman_literals, resized, unzstd, zstd
 
 from dask_hwdecomp.decompress.gpu_backend import GpuBackend
 from dask_hwdecomp.decompress.zstd_walks import HUFFMAN
@@ -155,39 +155,12 @@ def test_the_kernel_walks_as_the_host_does_under_the_simulator():
 
 
 def test_the_kernel_walks_streams_far_from_their_counts_as_the_host_does():
-    # Random bytes read with a real tree: literals to spare, literals short by many (the crossing lane is
-    # walked again, the zeros below the stream are counted), and a stream without its end mark.
-    from dask_hwdecomp.format.zstd_streams import step_py
-
-    _, s, _ = _streams([zstd(datasets()[0][1], 3)])
-    at, log = int(s.lengths_at[0]), int(s.table_log[0])
-    rng = np.random.default_rng(11)
-    pieces, starts, ends, counts = [], [], [], []
-    pos = 0
-    for size in (1, 9, 40, 300, 300, 300, 300):
-        body = rng.integers(0, 256, size, dtype=np.uint8)
-        body[-1] |= 0x10
-        starts.append(pos)
-        pos += size
-        ends.append(pos)
-        pieces.append(body)
-    pieces.append(np.array([7, 0], np.uint8))  # no end mark
-    starts.append(pos)
-    ends.append(pos + 2)
-    src = np.concatenate(pieces)
-    for k in range(len(starts) - 1):  # each stream's literals to its end, stepped as the host steps
-        p, n = (ends[k] - starts[k] - 1) * 8 + int(src[ends[k] - 1]).bit_length() - 1, 0
-        while p > 0:
-            p, n = step_py(src, starts[k], ends[k], p, log, s.lengths, at), n + 1
-        counts.append(n)
-    counts[3:7] = [0, counts[4] // 3, counts[5] - 1, counts[6] + 40]
-    counts.append(3)
-    start, end, count = (np.array(c, np.int64) for c in (starts, ends, counts))
-    m = len(start)
-    lengths_at, table_log = np.full(m, at, np.int64), np.full(m, log, np.int64)
-    left = walk_streams(src, start, end, count, np.zeros(m, np.int64), s.lengths, np.array([at]), np.array([log]))
-    assert (left[[4]] > 0).all() and left[5] > 0 and left[6] < 0 and left[-1] == NO_END_MARK
-    assert (_simulated_walk(src, start, end, count, lengths_at, table_log, s.lengths) == left).all()
+    f = far_streams()
+    m = len(f.start)
+    left = walk_streams(f.src, f.start, f.end, f.count, np.arange(m), f.lengths, f.lengths_at, f.table_log)
+    assert left[4] > 0 and left[5] > 0 and left[6] < 0 and left[-1] == NO_END_MARK
+    assert (left[:3] <= 0).all() and left[3] > 0
+    assert (_simulated_walk(f.src, f.start, f.end, f.count, f.lengths_at, f.table_log, f.lengths) == left).all()
 
 
 # -- the walk in a GPU backend -------------------------------------------------

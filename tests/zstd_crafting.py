@@ -17,6 +17,7 @@ import random
 import struct
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 
@@ -122,3 +123,55 @@ def zstd(data: bytes, level: int) -> bytes:
 def unzstd(frame: bytes, size: int) -> bytes:
     """libzstd's output of ``frame`` (pyarrow's codec); raises as pyarrow does."""
     return pa.Codec("zstd").decompress(frame, decompressed_size=size).to_pybytes()
+
+
+class FarStreams(NamedTuple):
+    """Streams of random bytes read with a real Huffman tree, most with counts far from their bits."""
+
+    src: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    count: np.ndarray
+    lengths_at: np.ndarray  # per stream, the tree's table resolved
+    table_log: np.ndarray
+    lengths: np.ndarray
+
+
+def far_streams() -> FarStreams:
+    """Random streams of 1 to 300 bytes with a tree of libzstd's, counted as the host steps them.
+
+    Three count the literals that take them to their start (the last may
+    reach below it); then one counts none, one a third of them, one one
+    fewer (bits left over, the literals ending in an early or in the last
+    piece of a walk in lanes), one 40 more (an over-read: the literals past
+    the stream's start read zeros), and the last has no end mark.
+    """
+    from dask_hwdecomp.format.zstd_streams import pages_streams, step_py
+
+    frame = np.frombuffer(zstd(datasets()[0][1], 3), np.uint8)
+    s = pages_streams(frame, np.zeros(1, np.int64), np.array([len(frame)], np.int64))
+    at, log = int(s.lengths_at[0]), int(s.table_log[0])
+    rng = np.random.default_rng(11)
+    pieces, starts, ends, counts = [], [], [], []
+    pos = 0
+    for size in (1, 9, 40, 300, 300, 300, 300):
+        body = rng.integers(0, 256, size, dtype=np.uint8)
+        body[-1] |= 0x10
+        pieces.append(body)
+        starts.append(pos)
+        pos += size
+        ends.append(pos)
+    src = np.concatenate(pieces)
+    for a, b in zip(starts, ends):  # each stream's literals to its end, stepped as the host steps
+        p, n = (b - a - 1) * 8 + int(src[b - 1]).bit_length() - 1, 0
+        while p > 0:
+            p, n = step_py(src, a, b, p, log, s.lengths, at), n + 1
+        counts.append(n)
+    counts[3:7] = [0, counts[4] // 3, counts[5] - 1, counts[6] + 40]
+    src = np.concatenate([src, np.array([7, 0], np.uint8)])  # no end mark
+    starts.append(pos)
+    ends.append(pos + 2)
+    counts.append(3)
+    m = len(starts)
+    return FarStreams(src, np.array(starts, np.int64), np.array(ends, np.int64), np.array(counts, np.int64),
+                      np.full(m, at, np.int64), np.full(m, log, np.int64), np.ascontiguousarray(s.lengths))

@@ -1,7 +1,7 @@
 """The Huffman stream walk on the GPU, beside nvCOMP (GPU machine).
 
-The kernel gives the host walk's bits on generated pages and crafted
-frames; over-read pages among good ones, through the nvCOMP backend, come
+The kernel gives the host walk's bits on generated pages, crafted
+frames and random streams far from their counts; over-read pages among good ones, through the nvCOMP backend, come
 back as libzstd decodes them and only they are redone; a lone stream a byte
 short is an error naming its page; and a call compiles nothing the backend's
 warm-up did not.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from zstd_crafting import datasets, huffman_literals, resized, unzstd, zstd
+from zstd_crafting import datasets, far_streams, huffman_literals, resized, unzstd, zstd
 
 from dask_hwdecomp.errors import CorruptPageError, PageLocation
 from dask_hwdecomp.format import zstd_streams
@@ -89,6 +89,22 @@ def test_the_kernel_walks_as_the_host_does(cuda_device):
     args = [cuda.to_device(np.ascontiguousarray(a)) for a in (host, s.start, s.end, s.literals, s.lengths_at[s.tree],
                                                               s.table_log[s.tree], s.lengths)]
     walk_kernel[len(left), LANES](*args, out)
+    assert (out.copy_to_host() == left).all()
+
+
+def test_the_kernel_walks_streams_far_from_their_counts_as_the_host_does(cuda_device):
+    from dask_hwdecomp.decompress.zstd_walk_kernel import LANES, walk_kernel
+    from dask_hwdecomp.gpu.cuda_jit import cuda
+
+    f = far_streams()
+    m = len(f.start)
+    left = zstd_streams.walk_streams(f.src, f.start, f.end, f.count, np.arange(m), f.lengths, f.lengths_at,
+                                     f.table_log)
+    assert (left < 0).any() and (left > 0).any() and (left == 0).any()
+    out = cuda.device_array(m, np.int64)
+    args = [cuda.to_device(np.ascontiguousarray(a)) for a in (f.src, f.start, f.end, f.count, f.lengths_at,
+                                                              f.table_log, f.lengths)]
+    walk_kernel[m, LANES](*args, out)
     assert (out.copy_to_host() == left).all()
 
 
