@@ -8,9 +8,9 @@ pyarrow's. :class:`StreamWalks` finds such pages in the call itself: the
 host finds each part's streams before the call, on the thread that made
 the part (:func:`part_streams` over :func:`~dask_hwdecomp.format.zstd_streams.pages_streams`:
 frames, blocks and Huffman trees, no literal), the call's dispatcher lays
-them out, and a kernel walks them, a block of threads per stream (:mod:`.zstd_walk_kernel`), over the inputs
-already on the device: on the side
-stream the runner forks from the call's once its inputs are in, beside
+them out, and a kernel walks them, a block of threads per stream
+(:mod:`.zstd_walk_kernel`), over the inputs already on the device: on the
+side stream the runner forks from the call's once its inputs are in, beside
 nvCOMP's decoding (in the call's own stream after nvCOMP's launch where the
 ops cannot fork). A backend walks only with ``zstd_stream_walk``. After the call's synchronisation a page with
 a stream not consumed exactly fails as a :class:`~dask_hwdecomp.gpu.checksums.Mismatch`

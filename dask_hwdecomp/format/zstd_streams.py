@@ -135,8 +135,6 @@ def bits_left(src, start, end, count, lengths, lengths_at, table_log):  # pragma
     return pos
 
 
-
-
 @njit(nogil=True, cache=True)
 def walk_streams(src, start, end, count, tree, lengths, lengths_at, table_log):  # pragma: no cover - compiled
     """:func:`bits_left` of every stream of a :class:`ZstdStreams` table over ``src`` (int64 per stream)."""
