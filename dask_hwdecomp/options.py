@@ -204,10 +204,8 @@ class Options:
         exactly again with libzstd (:mod:`dask_hwdecomp.decompress.zstd_walks`):
         a corrupt page that both decoders accept, where nvCOMP reads zeros
         and libzstd (pyarrow) the neighbouring stream's bytes, then gives
-        pyarrow's rows. Off by default until its kernel of a block per
-        stream (1.3 ms a 78 MB high-entropy file on an H100, where one
-        thread per stream took 9.6 ms and made such Zstd reads at scale 21
-        to 39 % slower) is measured at scale on every dataset (docs/gpu.md).
+        pyarrow's rows. On by default; False saves the walk's GPU time
+        (docs/gpu.md) where such pages cannot occur.
     decode : {"auto", "gpu", "cpu"}
         Where the uncompressed pages are decoded into Arrow columns.
         ``"auto"`` (the default) decodes on the GPU every column chunk the
@@ -271,7 +269,7 @@ class Options:
     pinned_bytes: int = 0
     service_dir: str = ""
     decode: str = "auto"
-    zstd_stream_walk: bool = False
+    zstd_stream_walk: bool = True
 
     def __post_init__(self):
         for name in BYTE_SIZES:

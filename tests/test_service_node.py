@@ -397,10 +397,10 @@ def test_hwdecomp_info_names_the_running_service(service_dir):
 
 
 def test_readers_with_and_without_the_zstd_stream_walk_get_backends_of_their_own(service_dir):
-    # zstd_stream_walk is a backend option: a reader that turns it on must
-    # not share a backend made without it (nor the other way round).
-    with open_backend("cpu", OPTS, service_dir) as plain, \
-            open_backend("cpu", OPTS.replace(zstd_stream_walk=True), service_dir) as walking:
+    # zstd_stream_walk is a backend option: a reader that turns it off must
+    # not share a backend made with it (nor the other way round).
+    with open_backend("cpu", OPTS.replace(zstd_stream_walk=False), service_dir) as plain, \
+            open_backend("cpu", OPTS, service_dir) as walking:
         assert plain.pid == walking.pid
         run_batch(plain, *make_batch(ENGINE_ALGOS, [3000] * 4, seed=3)[:3])
         run_batch(walking, *make_batch(ENGINE_ALGOS, [3000] * 4, seed=4)[:3])

@@ -405,14 +405,17 @@ def test_a_call_compiles_no_walk_step_that_warming_did_not(source):
     assert out.stdout.strip().splitlines()[-1] == "[[], []]", out.stdout
 
 
-def test_the_walk_is_off_unless_asked_for():
-    # Off by default (it costs Zstd reads at scale): no runner walks, and an
-    # over-read page comes back as nvCOMP decodes it.
+@pytest.mark.parametrize("walk", [None, False])
+def test_the_walk_is_on_unless_turned_off(walk):
+    # On by default: the over-read page comes back as libzstd decodes it. Turned off, no runner walks,
+    # and it comes back as nvCOMP decodes it.
     frames, sizes = _over_read_pages()
     expected = [unzstd(f, n) for f, n in zip(frames, sizes)]
     src, jobs, dst = _pages(frames, sizes)
-    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(), Options(streams=1)) as backend:
-        assert not backend.walks_streams
-        assert backend.decompress(jobs, memoryview(src), memoryview(dst)) == 0
+    options = Options(streams=1) if walk is None else Options(streams=1, zstd_stream_walk=walk)
+    with GpuBackend("nvcomp", StandinHwEngine(), LenientZstdLauncher(), options) as backend:
+        assert backend.walks_streams is (walk is None)
+        assert backend.decompress(jobs, memoryview(src), memoryview(dst)) == (1 if walk is None else 0)
     got = [bytes(dst[j.dst_offset : j.dst_offset + j.dst_size]) for j in jobs]
-    assert got[0] == expected[0] and got[2] == expected[2] and got[1] != expected[1]
+    assert got[0] == expected[0] and got[2] == expected[2]
+    assert (got[1] == expected[1]) is (walk is None)
