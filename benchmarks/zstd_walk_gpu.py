@@ -2,8 +2,7 @@
 
 Writes the bench's two tables (Zstd, 400 MB each in 4 files) under /tmp/walkdata, finds the streams of
 three files of each on the host and times the kernel of the tree on PYTHONPATH over them (the median of
-five launches), checking it against the host walk. Works with the kernel of a lane block per stream
-(``LANES``) and with the earlier one of a thread per stream (``THREADS``):
+five launches, a block of ``LANES`` threads per stream), checking it against the host walk:
 
     PYTHONPATH=.devcarry/before python benchmarks/zstd_walk_gpu.py
 """
@@ -24,12 +23,7 @@ def main():
     from dask_hwdecomp.decompress import zstd_walk_kernel as kernels
     from dask_hwdecomp.format.zstd_streams import pages_streams, walk_streams
 
-    walk_kernel = kernels.walk_kernel
-    lanes = getattr(kernels, "LANES", None)
-
-    def grid(m):
-        return (m, lanes) if lanes else (-(-m // kernels.THREADS), kernels.THREADS)
-
+    walk_kernel, lanes = kernels.walk_kernel, kernels.LANES
     stream = cuda.stream()
     for kind in ("entropy", "lineitem"):
         ds = generate(Path("/tmp/walkdata"), kind, 400 << 20, files=4, codecs=("zstd",))
@@ -48,13 +42,13 @@ def main():
             d_len = cuda.to_device(np.ascontiguousarray(s.lengths), stream=stream)
             out = cuda.device_array(len(s.start), np.int64, stream=stream)
             m = len(s.start)
-            walk_kernel[(*grid(m), stream)](d_src, *d_cols, d_len, out)  # warm
+            walk_kernel[m, lanes, stream](d_src, *d_cols, d_len, out)  # warm
             stream.synchronize()
             times = []
             for _ in range(5):
                 a, b = cuda.event(), cuda.event()
                 a.record(stream)
-                walk_kernel[(*grid(m), stream)](d_src, *d_cols, d_len, out)
+                walk_kernel[m, lanes, stream](d_src, *d_cols, d_len, out)
                 b.record(stream)
                 b.synchronize()
                 times.append(cuda.event_elapsed_time(a, b))
