@@ -10,7 +10,9 @@
 #   tree-NAME  the same of the tree in .devcarry/NAME (several versions side by side in one call)
 #   pinned   50 GPU-decoded reads of lineitem at scale, each held until the next: the service's pinned bytes
 #            against the readers' pools (benchmarks/pinned_loop.py; READS, PIN_S)
-#   spy      this tree's again, py-spy sampling the service's GIL; idle: every thread, idle ones too
+#   spy      this tree's again, py-spy sampling the service's GIL; idle: every thread, idle ones too;
+#            native: every thread with its native frames (pausing the service at each sample), to tell GIL
+#            waits from driver calls and lock waits (benchmarks/spy_waits.py)
 # Put tests first: run after profiles in the same call, the GPU suite failed corpus tests that pass on a fresh
 # machine (2026-12-04, 25 of 38; the cause is not known).
 # Carry .whl (shared/tools/device-wheels.sh) and .devcarry (py-spy's wheel in .devcarry/pyspy for spy and idle).
@@ -56,17 +58,19 @@ for what in "$@"; do
     --size 3GB --files 32 --datasets ${DATASETS:-lineitem,entropy} --codecs ${CODECS:-snappy} --cluster ${CLUSTER:-4x4} --repeats ${REPEATS:-2} \
     --variants ${VARIANTS:-pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto} > $OUT/profile-$what$k.log 2>&1; mkdir -p /tmp/gantts; cp /tmp/prof-$what/gantt-*-decode-auto-*.png /tmp/gantts/ 2>/dev/null; for g in /tmp/gantts/gantt-*-decode-auto-?.png; do mv $g ${g%.png}-$what$k.png; done) &
   prof=$!
-  if [ $what = spy ] || [ $what = idle ]; then
-    flags="--gil"; [ $what = idle ] && flags="--idle --threads"
+  if [ $what = spy ] || [ $what = idle ] || [ $what = native ]; then
+    flags="--gil --nonblocking"; [ $what = idle ] && flags="--idle --threads --nonblocking"
+    [ $what = native ] && flags="--idle --threads --native"
     until grep -q "#1:" $OUT/profile-$what$k.log 2>/dev/null || ! kill -0 $prof 2>/dev/null; do sleep 0.5; done
     svc=$(pgrep -f "dask_hwdecomp.service" | head -1)
-    timeout 60 /tmp/site/bin/py-spy record --pid $svc $flags --rate 200 --format raw -o $OUT/spy-service-$what.txt --duration ${SPY_S:-25} --nonblocking > $OUT/spy.log 2>&1 &
+    timeout 60 /tmp/site/bin/py-spy record --pid $svc $flags --rate ${SPY_RATE:-200} --format raw -o $OUT/spy-service-$what.txt --duration ${SPY_S:-25} > $OUT/spy.log 2>&1 &
   fi
   wait $prof; echo "$what rc=$?"; grep -E "GB/s(;|$)|Error|service after" $OUT/profile-$what$k.log | grep -v "warm\|kind " | head -40
   wait
 done
 [ -f $OUT/spy.log ] && tail -2 $OUT/spy.log
 for f in $OUT/spy-service-*.txt; do [ -f $f ] && python3 benchmarks/spy_summary.py $f > ${f%.txt}-summary.log; done
+[ -f $OUT/spy-service-native.txt ] && python3 benchmarks/spy_waits.py $OUT/spy-service-native.txt | tee $OUT/spy-waits.log | head -60
 # The profiles' services log any numba compile inside a request (service/compile_watch.py): a step no warm-up
 # compiles, which on a cold cache can pass its request's deadline. Printed here, and the logs kept.
 compiled=$(cat /tmp/dask-hwdecomp-*/*.log 2>/dev/null | grep -o "numba compiled [^ ]*" | sort | uniq -c)
