@@ -26,7 +26,7 @@ import threading
 import time
 
 import numpy as np
-from numba import cuda
+from dask_hwdecomp.gpu.cuda_jit import cuda  # numba-cuda with the NumPy 2.4 alias it needs
 
 
 def _kernel(arrays: int):

@@ -12,7 +12,8 @@ request threads, the decoder's copy threads, other) and one state from
 its frames, tried in this order:
 
 - ``gil``: acquiring the GIL (``take_gil``, or ``PyEval_RestoreThread`` /
-  ``PyEval_AcquireThread`` when ``take_gil`` is inlined);
+  ``PyEval_AcquireThread`` when ``take_gil`` is inlined, or the condition
+  wait inside it, ``pthread_cond_timedwait``, where libpython is stripped);
 - ``lock``: waiting on a Python lock, condition or event
   (``PyThread_acquire_lock``, ``lock_PyThread_acquire_lock``);
 - ``driver``: inside ``libcuda`` (a driver call, the GIL released);
@@ -33,13 +34,19 @@ import argparse
 import collections
 from pathlib import Path
 
+# By the thread's name (py-spy's ``thread (id): name`` root frame), else by a Python frame.
 ROLES = (
-    ("runner", ("HostedDecoder._serve",)),
-    ("dispatcher", ("Batcher._serve",)),
-    ("copier", ("_copy_on_this_thread",)),
-    ("request", ("Session._serve", "Session._loop", "Session._decode_guarded", "Session._run")),
+    ("runner", ("hwdecomp-decoder-0", "hwdecomp-decoder-1", "HostedDecoder._serve")),
+    ("copier", ("hwdecomp-decoder-copy", "_copy_on_this_thread")),
+    ("dispatcher", ("hwdecomp-stream-", "Batcher._serve")),
+    ("request", ("hwdecomp-run-", "Session._decode_guarded", "Session._run")),
+    ("session", ("hwdecomp-client-", "Session._serve", "Session._loop")),
 )
-_GIL = ("take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "_PyEval_AcquireLock")
+# CPython's GIL waits in ``take_gil`` on a condition variable with a timeout
+# (the switch interval); with libpython's symbols stripped, as in the device
+# image, ``pthread_cond_timedwait`` is the frame that shows it. Python's own
+# locks wait on semaphores (``sem_clockwait``, futexes), never there.
+_GIL = ("take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "_PyEval_AcquireLock", "pthread_cond_timedwait")
 _LOCK = ("PyThread_acquire_lock", "lock_PyThread_acquire_lock", "acquire_timed")
 _INTERPRETER = ("libpython", "python3", "_PyEval", "PyObject_", "_PyObject_", "PyFunction_", "method_vectorcall",
                 "cfunction_", "slot_tp_", "_Py", "Py", "ceval", "vectorcall")
@@ -53,7 +60,10 @@ def _python_frame(frame: str) -> bool:
 def role_of(frames: list[str]) -> str:
     """The thread role of one stack, from its Python frames."""
     for role, marks in ROLES:
-        if any(m in f for f in frames for m in marks):
+        if any(m in frames[0] for m in marks):
+            return role
+    for role, marks in ROLES:
+        if any(m in f for f in frames[1:] for m in marks):
             return role
     return "other"
 

@@ -147,7 +147,8 @@ class Batcher:
         try:
             if activation_error is not None:
                 raise activation_error
-            results = runner.run(call)
+            held = getattr(self._ops, "held", None)  # the real device's: fewer GIL hand-offs in the call
+            results = held(runner.run, call) if held is not None else runner.run(call)
         except BaseException as exc:
             error = exc
         # Counted before any caller returns, so a caller's stats() includes its call.

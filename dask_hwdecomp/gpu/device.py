@@ -5,9 +5,16 @@ PyTorch) uses too: sharing it means pointers pass between them freely. A
 :class:`Device` retains it on creation and releases it on :meth:`close`.
 Every thread that issues driver calls makes it current first
 (:meth:`Device.activate`): contexts are per thread in the driver API.
+Inside :meth:`Device.held` it stays current and ``activate`` makes no
+driver call: every driver call releases the GIL, and a busy thread of the
+GPU service then waits to take it back (see :func:`~.cuda_jit.held_context`).
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .errors import CudaError, check
 
@@ -109,6 +116,10 @@ def device_properties(ordinal: int, attrs) -> tuple[str, list[int]]:
     return bytes(name).split(b"\0", 1)[0].decode(errors="replace"), values
 
 
+# The context each thread holds current inside Device.held (none outside).
+_held = threading.local()
+
+
 class Device:
     """One CUDA device with its primary context retained.
 
@@ -147,7 +158,29 @@ class Device:
         ------
         CudaError
         """
+        if getattr(_held, "context", None) is self.context:
+            return
         check(_driver().cuCtxSetCurrent(self.context), f"making device {self.ordinal} current")
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """This device's context current on the calling thread for the block, made current once.
+
+        :meth:`activate` inside the block returns at once. Nothing inside
+        may make another context current on this thread.
+
+        Raises
+        ------
+        CudaError
+            The context cannot be made current.
+        """
+        self.activate()
+        prior = getattr(_held, "context", None)
+        _held.context = self.context
+        try:
+            yield
+        finally:
+            _held.context = prior
 
     def attribute(self, attr) -> int:
         """The value of a ``CUdevice_attribute`` for this device.

@@ -6,7 +6,7 @@ into one buffer. One copy call a piece cost the service's Python tens of
 microseconds each, under its one GIL, and a run has thousands of pieces.
 :func:`copy_pieces` instead packs the host pieces into one staging buffer
 and writes one int64 copy table of tiles before them (source address,
-offset in ``data``, bytes; both compiled, without the GIL:
+offset in ``data``, bytes; both compiled:
 :mod:`~.gather_tiles`), uploads both in one copy and launches
 :func:`~.kernels_copy.gather_kernel` once.
 

@@ -4,7 +4,8 @@
 service's one GIL, once a run of several thousand pieces. In NumPy the
 tiling was a dozen array calls over every tile (about 2 ms a run on the
 H200's host); here it is one loop that writes the tiles straight into the
-staging buffer's table, without the GIL.
+staging buffer's table, keeping the GIL (the runner would otherwise wait
+to take it back, see :mod:`~.uploads_kernels`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from numba import njit
 __all__ = ["count_tiles", "write_tiles"]
 
 
-@njit(nogil=True, cache=True)
+@njit(cache=True)
 def count_tiles(sizes, tile_bytes):
     """Tiles of at most ``tile_bytes`` that pieces of ``sizes`` bytes make (pieces of no bytes make none)."""
     n = 0
@@ -25,7 +26,7 @@ def count_tiles(sizes, tile_bytes):
     return n
 
 
-@njit(nogil=True, cache=True)
+@njit(cache=True)
 def write_tiles(rows, tile_bytes, align, out):
     """Cut ``rows`` (source address, destination offset, bytes) into tiles, written into ``out``.
 

@@ -201,11 +201,12 @@ class HostedDecoder:
 
     def __init__(self, runners: int = 1, copy_streams: int = 4):
         # numba-cuda through gpu/ (which sets its pooled device memory) and streams that gpu/ owns.
-        from ..gpu.cuda_jit import cuda
+        from ..gpu.cuda_jit import cuda, held_context
         from ..gpu.numba_streams import NumbaStreams
         from . import runner
 
         self._cuda = cuda
+        self._held = held_context
         self._runner = runner
         self._streams = NumbaStreams()
         # Copies run on threads of their own, each with its stream: a new
@@ -358,7 +359,9 @@ class HostedDecoder:
                 timeline.record("decode_queue", w.queued, began, nbytes=w.request.plan.data_bytes)
             try:
                 with self._one_at_a_time_until_warm():
-                    results = self._run([w.request for w in batch], stream)
+                    # numba's context looked up once a run, not at each of its
+                    # hundreds of numba calls (each a GIL hand-off otherwise)
+                    results = self._held(self._run, [w.request for w in batch], stream)
             except BaseException as exc:  # every member gets it; the service exits
                 for w in batch:
                     w.error = exc

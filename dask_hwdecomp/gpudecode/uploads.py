@@ -143,7 +143,7 @@ def plan_uploads(ranges: np.ndarray, kept: list[KeptPages], patch_bytes: int = P
     """Split a plan's upload ``ranges`` into copies from ``kept`` blocks and from the host.
 
     Every range is cut against every kept output in one compiled pass
-    (:func:`~.uploads_kernels.cut_ranges`, without the GIL): a decode of a
+    (:func:`~.uploads_kernels.cut_ranges`, compiled): a decode of a
     whole read has thousands of pages, and this runs in the GPU service's
     decoder runner.
 
@@ -209,11 +209,11 @@ def pack_patches(host: np.ndarray, patches: np.ndarray, out: np.ndarray | None =
     if at < 0 or at + total > len(out):
         raise ValueError(f"{total} bytes of patches packed at {at} of {len(out)}")
     offsets = at + np.cumsum(sizes) - sizes
-    _copy_runs(host, starts, sizes, out, offsets)  # compiled: no Python a patch, the GIL released
+    _copy_runs(host, starts, sizes, out, offsets)  # compiled: no Python a patch, the GIL kept
     return out[at : at + total], np.stack([offsets, patches[:, 2], sizes], axis=1).astype(np.int64)
 
 
-@njit(nogil=True, cache=True)
+@njit(cache=True)
 def _copy_runs(src, starts, sizes, dst, offsets):
     for i in range(starts.shape[0]):
         n = sizes[i]
