@@ -10,7 +10,10 @@ arguments launched ``--launches`` times on one stream:
 - ``overload``: the compiled overload's own ``launch`` (no typing of the
   arguments, no overload lookup);
 - ``prepared``: the arguments packed once (numba's own packing), then only
-  cuda-core's ``launch`` each time.
+  cuda-core's ``launch`` each time;
+- ``dispatch-held``: numba's dispatch with the launches inside
+  :func:`~dask_hwdecomp.gpu.cuda_jit.held_context`, as the service's runner
+  launches (numba's context looked up once, not at each array argument).
 
 Each is timed alone and with ``--busy`` threads running pure Python beside
 it (as the dispatchers and the request threads do in the service), and
@@ -26,7 +29,8 @@ import threading
 import time
 
 import numpy as np
-from dask_hwdecomp.gpu.cuda_jit import cuda  # numba-cuda with the NumPy 2.4 alias it needs
+
+from dask_hwdecomp.gpu.cuda_jit import cuda, held_context  # numba-cuda with the NumPy 2.4 alias it needs
 
 
 def _kernel(arrays: int):
@@ -74,17 +78,20 @@ def _busy(stop: threading.Event) -> None:
             x += i * i
 
 
-def _time(way, launches: int, busy: int, stream) -> float:
+def _time(way, launches: int, busy: int, stream, held: bool = False) -> float:
     stop = threading.Event()
     threads = [threading.Thread(target=_busy, args=(stop,), daemon=True) for _ in range(busy)]
     for t in threads:
         t.start()
     try:
         stream.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(launches):
-            way()
-        host = time.perf_counter() - t0
+        def loop() -> float:
+            t0 = time.perf_counter()
+            for _ in range(launches):
+                way()
+            return time.perf_counter() - t0
+
+        host = held_context(loop) if held else loop()
         stream.synchronize()
     finally:
         stop.set()
@@ -110,6 +117,7 @@ def main(argv=None) -> None:
     ways = {
         "dispatch": lambda: kernel[grid, threads, stream](*inputs),
         "overload": lambda: overload.launch(inputs, (grid, 1, 1), (threads, 1, 1), stream, 0),
+        "dispatch-held": lambda: kernel[grid, threads, stream](*inputs),
     }
     try:
         ways["prepared"] = _prepared(kernel, inputs, (grid, 1, 1), (threads, 1, 1), stream)
@@ -117,8 +125,13 @@ def main(argv=None) -> None:
         print(f"prepared: not available here ({type(exc).__name__}: {exc})", flush=True)
     for name, way in ways.items():
         inputs[0].copy_to_device(np.zeros(a.elements, np.int32), stream=stream)
-        alone = _time(way, a.launches, 0, stream)
-        beside = _time(way, a.launches, a.busy, stream)
+        held = name.endswith("-held")
+        try:
+            alone = _time(way, a.launches, 0, stream, held)
+            beside = _time(way, a.launches, a.busy, stream, held)
+        except Exception as exc:  # a way numba-cuda does not allow here: say so, time the others
+            print(f"{name}: failed ({type(exc).__name__}: {exc})", flush=True)
+            continue
         got = inputs[0].copy_to_host(stream=stream)
         stream.synchronize()
         expected = 2 * a.launches * (a.arrays - 1)

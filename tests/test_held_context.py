@@ -1,4 +1,4 @@
-"""GPU calls made inside one held context: the batcher's calls, numba's lookups (CI, no GPU)."""
+"""Fewer GIL hand-offs in the GPU service: calls inside one held context, the switch interval knob (CI, no GPU)."""
 
 from __future__ import annotations
 
@@ -91,3 +91,23 @@ def test_held_context_calls_the_function_with_its_arguments():
     assert held_context(lambda a, b=0: a * 10 + b, 4, b=2) == 42
     with pytest.raises(ValueError, match="bad"):
         held_context(lambda: (_ for _ in ()).throw(ValueError("bad")))
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(None, None), ("", None), ("0.2", 0.0002), (" 5 ", 0.005)])
+def test_the_service_switch_interval_comes_from_the_environment(monkeypatch, value, seconds):
+    from dask_hwdecomp.service.main import SWITCH_ENV, switch_interval_from_env
+
+    if value is None:
+        monkeypatch.delenv(SWITCH_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SWITCH_ENV, value)
+    assert switch_interval_from_env() == seconds
+
+
+@pytest.mark.parametrize("value", ["0", "1000", "fast", "-1"])
+def test_a_switch_interval_out_of_range_is_refused_by_name(monkeypatch, value):
+    from dask_hwdecomp.service.main import SWITCH_ENV, switch_interval_from_env
+
+    monkeypatch.setenv(SWITCH_ENV, value)
+    with pytest.raises(ValueError, match=SWITCH_ENV):
+        switch_interval_from_env()

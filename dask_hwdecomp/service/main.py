@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 from pathlib import Path
 
 from .compile_watch import watch_compiles
@@ -16,7 +18,33 @@ from .rundir import ServiceAddress
 from .server import Service
 from .sockets import bind
 
-__all__ = ["main", "run"]
+__all__ = ["main", "run", "SWITCH_ENV", "switch_interval_from_env"]
+
+# The service's thread switch interval in milliseconds (a tuning knob for
+# profiling; Python's own, 5 ms, when unset). A thread of the service that
+# lets the GIL go for a driver call waits up to this long to take it back
+# while another thread runs Python.
+SWITCH_ENV = "HWDECOMP_SWITCH_INTERVAL_MS"
+
+
+def switch_interval_from_env() -> float | None:
+    """The switch interval :data:`SWITCH_ENV` asks for, in seconds (None when unset).
+
+    Raises
+    ------
+    ValueError
+        It is set to anything but a number of milliseconds from 0.01 to 100.
+    """
+    text = os.environ.get(SWITCH_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = -1.0
+    if not 0.01 <= ms <= 100:
+        raise ValueError(f"{SWITCH_ENV}={text!r}: a number of milliseconds from 0.01 to 100")
+    return ms / 1e3
 
 
 def run(address: ServiceAddress, idle_s: float = 2.0, persist: bool = False) -> int:
@@ -32,6 +60,9 @@ def run(address: ServiceAddress, idle_s: float = 2.0, persist: bool = False) -> 
         logging.getLogger(__name__).info("a service already listens on %s", address.socket)
         return 0
     watch_compiles()
+    interval = switch_interval_from_env()
+    if interval is not None:
+        sys.setswitchinterval(interval)
     return Service(address, listener, idle_s=idle_s, persist=persist).serve()
 
 

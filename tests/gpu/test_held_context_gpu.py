@@ -11,28 +11,36 @@ pytestmark = pytest.mark.gpu
 
 
 class _Counting:
-    """Wraps one function of ``cuda.bindings.driver``, counting calls made on this thread."""
+    """Wraps one driver function, counting the calls made on this thread.
 
-    def __init__(self, monkeypatch, name: str):
-        from cuda.bindings import driver
+    ``owner``: where callers look it up (``cuda.bindings.driver``, or
+    numba-cuda's driver object, which keeps its own wrapper of each
+    function once used).
+    """
+
+    def __init__(self, monkeypatch, name: str, owner=None):
+        if owner is None:
+            from cuda.bindings import driver as owner
 
         self.calls = 0
         self._thread = threading.get_ident()
-        real = getattr(driver, name)
+        real = getattr(owner, name)
 
         def counted(*args):
             if threading.get_ident() == self._thread:
                 self.calls += 1
             return real(*args)
 
-        monkeypatch.setattr(driver, name, counted)
+        monkeypatch.setattr(owner, name, counted)
 
 
 def test_numba_looks_the_context_up_once_inside_held_context(cuda_device, monkeypatch):
+    from numba.cuda.cudadrv.driver import driver as numba_driver
+
     from dask_hwdecomp.gpu.cuda_jit import cuda, held_context
 
-    block = cuda.device_array(4096, np.uint8)  # numba's context exists before counting
-    lookups = _Counting(monkeypatch, "cuCtxGetCurrent")
+    block = cuda.device_array(4096, np.uint8)  # numba's context and its wrapper of the lookup exist
+    lookups = _Counting(monkeypatch, "cuCtxGetCurrent", numba_driver)
 
     def views(n):
         return [block[i * 16 : (i + 1) * 16].view(np.uint32) for i in range(n)]
