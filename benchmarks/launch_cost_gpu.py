@@ -106,6 +106,7 @@ def main(argv=None) -> None:
     ap.add_argument("--arrays", type=int, default=10)
     ap.add_argument("--busy", type=int, default=4)
     ap.add_argument("--elements", type=int, default=1 << 12)
+    ap.add_argument("--ways", default="dispatch,overload,dispatch-held,prepared", help="which ways to time, in order")
     a = ap.parse_args(argv)
     stream = cuda.stream()
     kernel = _kernel(a.arrays)
@@ -123,7 +124,10 @@ def main(argv=None) -> None:
         ways["prepared"] = _prepared(kernel, inputs, (grid, 1, 1), (threads, 1, 1), stream)
     except Exception as exc:  # a numba-cuda whose private steps differ: say so, time the others
         print(f"prepared: not available here ({type(exc).__name__}: {exc})", flush=True)
-    for name, way in ways.items():
+    for name in a.ways.split(","):
+        way = ways.get(name)
+        if way is None:
+            continue
         inputs[0].copy_to_device(np.zeros(a.elements, np.int32), stream=stream)
         held = name.endswith("-held")
         try:
