@@ -172,18 +172,22 @@ def main(argv=None) -> int:
     spans = tl.load(spans_dir)
     lines = [f"# Timeline at scale ({args.cluster}, {', '.join(f'{d.name} {d.arrow_bytes / 1e9:.2f} GB / {d.files} files' for d in datasets)})",
              "", f"python {' '.join(sys.argv)}", "", "```"]
+    # Printed read by read as it is rendered, and before the charts: a device
+    # call's time limit that cuts the analysis keeps what was printed.
+    print("\n".join(lines), flush=True)
     for read, w in zip(reads, windows):  # note() appends to both
         runners = tl.runner_split(spans, w)
-        lines.append(tl.render(w, tl.summarize(spans, w), calls=tl.batcher_calls(spans, w), runners=runners))
-        lines.append("")
+        table = tl.render(w, tl.summarize(spans, w), calls=tl.batcher_calls(spans, w), runners=runners)
+        print(table + "\n", flush=True)
+        lines += [table, ""]
         read["decoder_runners"] = [r._asdict() for r in runners]
     lines.append("```")
+    print("```", flush=True)
     (out / "timeline.md").write_text("\n".join(lines))
     (out / "reads.json").write_text(json.dumps(reads, indent=1))
     for w in windows:
         if w.label.endswith(f"#{args.repeats}") and "decode-" in w.label:
             tl.gantt(spans, w, out / f"gantt-{w.label.replace(' ', '-').replace('#', '')}.png")
-    print("\n".join(lines))
     return 0
 
 
