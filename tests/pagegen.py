@@ -68,6 +68,14 @@ def make_batch(algos, sizes, seed: int = 0, file: str = "generated.parquet"):
     return jobs, src, dpos + 16, expected
 
 
+def make_part(seed: int):
+    """A batcher's part of two Snappy pages (1,000 and 2,000 bytes) over buffers of its own."""
+    from dask_hwdecomp.gpu.staging import Part
+
+    jobs, src, dst_len, _ = make_batch((Algo.SNAPPY,), [1000, 2000], seed=seed)
+    return Part(jobs, memoryview(src), memoryview(bytearray(dst_len)))
+
+
 def run_batch(backend, jobs, src, dst_len) -> bytes:
     """Decompress one generated batch through ``backend``'s own host buffers."""
     with backend.host_buffer(len(src)) as s, backend.host_buffer(dst_len) as d:

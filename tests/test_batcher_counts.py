@@ -5,10 +5,8 @@ from __future__ import annotations
 import threading
 
 from dask_hwdecomp.gpu.batcher import Batcher
-from dask_hwdecomp.gpu.staging import Part
-from dask_hwdecomp.jobs import Algo
 
-from pagegen import make_batch
+from pagegen import make_part
 
 
 class _NoContext:
@@ -46,18 +44,13 @@ class _SeeingRunner:
         pass
 
 
-def _part(seed):
-    jobs, src, dst_len, _ = make_batch((Algo.SNAPPY,), [1000, 2000], seed=seed)
-    return Part(jobs, memoryview(src), memoryview(bytearray(dst_len)))
-
-
 def test_a_caller_woken_by_its_call_finds_that_call_counted():
     runner = _SeeingRunner()
     batcher = Batcher([runner], _NoContext(), budget_bytes=1 << 20, latency_s=0.0)
     runner.batcher = batcher
     try:
         for k in range(3):
-            batcher.run([_part(k)])
+            batcher.run([make_part(k)])
     finally:
         batcher.close()
     assert runner.seen == [1, 2, 3]

@@ -8,10 +8,8 @@ import pytest
 
 from dask_hwdecomp.gpu.batcher import Batcher
 from dask_hwdecomp.gpu.cuda_jit import held_context
-from dask_hwdecomp.gpu.staging import Part
-from dask_hwdecomp.jobs import Algo
 
-from pagegen import make_batch
+from pagegen import make_part
 
 
 class _HoldingOps:
@@ -51,18 +49,13 @@ class _Runner:
         pass
 
 
-def _part(seed):
-    jobs, src, dst_len, _ = make_batch((Algo.SNAPPY,), [1000, 2000], seed=seed)
-    return Part(jobs, memoryview(src), memoryview(bytearray(dst_len)))
-
-
 def test_every_call_of_the_batcher_runs_inside_the_ops_held_context():
     ops = _HoldingOps()
     runner = _Runner(ops)
     batcher = Batcher([runner], ops, budget_bytes=1 << 20, latency_s=0.0)
     try:
         for k in range(3):
-            assert batcher.run([_part(k)]) == [[]]
+            assert batcher.run([make_part(k)]) == [[]]
     finally:
         batcher.close()
     assert runner.inside == [True, True, True]
@@ -81,7 +74,7 @@ def test_an_error_inside_the_held_context_reaches_the_caller_and_leaves_it():
     batcher = Batcher([runner], ops, budget_bytes=1 << 20, latency_s=0.0)
     try:
         with pytest.raises(RuntimeError, match="the call failed"):
-            batcher.run([_part(0)])
+            batcher.run([make_part(0)])
     finally:
         batcher.close()
     assert runner.inside == [True]

@@ -6,8 +6,9 @@ took about 250 array calls (about 1 ms, a read of 32 files about 35 ms of
 the runner); compiled, it is a few loops over the rows. They keep the GIL:
 they take microseconds, and a runner that lets the GIL go waits to take it
 back while the service's other threads run Python (py-spy with native frames
-at scale, H100: 40 % of the runner's busy time went to taking it back). :mod:`~.uploads` keeps the interface and the error messages;
-these functions return a status where it raises.
+at scale, H100: 40 % of the runner's busy time went to taking it back).
+:mod:`~.uploads` keeps the interface and the error messages; these
+functions return a status where it raises.
 """
 
 from __future__ import annotations
