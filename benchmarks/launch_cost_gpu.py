@@ -12,8 +12,11 @@ arguments launched ``--launches`` times on one stream:
 - ``prepared``: the arguments packed once (numba's own packing), then only
   cuda-core's ``launch`` each time;
 - ``dispatch-held``: numba's dispatch with the launches inside
-  :func:`~dask_hwdecomp.gpu.cuda_jit.held_context`, as the service's runner
-  launches (numba's context looked up once, not at each array argument).
+  :func:`~dask_hwdecomp.gpu.cuda_jit.held_context` (numba's context looked
+  up once, not at each array argument);
+- ``launch-held``: :func:`dask_hwdecomp.gpu.launch.launch` inside the held
+  context, as the decoder's runner launches: the arguments packed by the
+  package and ``cuLaunchKernel`` called with the GIL kept.
 
 Each is timed alone and with ``--busy`` threads running pure Python beside
 it (as the dispatchers and the request threads do in the service), and
@@ -30,6 +33,7 @@ import time
 
 import numpy as np
 
+from dask_hwdecomp.gpu import launch as launching
 from dask_hwdecomp.gpu.cuda_jit import cuda, held_context  # numba-cuda with the NumPy 2.4 alias it needs
 
 
@@ -106,7 +110,8 @@ def main(argv=None) -> None:
     ap.add_argument("--arrays", type=int, default=10)
     ap.add_argument("--busy", type=int, default=4)
     ap.add_argument("--elements", type=int, default=1 << 12)
-    ap.add_argument("--ways", default="dispatch,overload,dispatch-held,prepared", help="which ways to time, in order")
+    ap.add_argument("--ways", default="dispatch,overload,dispatch-held,launch-held,prepared",
+                    help="which ways to time, in order")
     a = ap.parse_args(argv)
     stream = cuda.stream()
     kernel = _kernel(a.arrays)
@@ -119,6 +124,7 @@ def main(argv=None) -> None:
         "dispatch": lambda: kernel[grid, threads, stream](*inputs),
         "overload": lambda: overload.launch(inputs, (grid, 1, 1), (threads, 1, 1), stream, 0),
         "dispatch-held": lambda: kernel[grid, threads, stream](*inputs),
+        "launch-held": lambda: launching.launch(kernel, grid, threads, stream, *inputs),
     }
     try:
         ways["prepared"] = _prepared(kernel, inputs, (grid, 1, 1), (threads, 1, 1), stream)

@@ -63,9 +63,9 @@ _MIN_PINNED = 64 * _MiB
 GPU_BACKEND_OPTIONS = ("streams", "batch_bytes", "batch_latency_ms", "verify_checksums", "cpu_threads",
                        "zstd_stream_walk")
 # HWDECOMP_* variables that are not options (test and library locations,
-# the timeline, the GPU service's decoder runners and switch interval).
+# the timeline, the GPU service's decoder runners, switch interval and launches).
 _OTHER_ENV = frozenset({"HWDECOMP_CORPUS", "HWDECOMP_FUZZ_SECONDS", "HWDECOMP_NVCOMP_LIB", "HWDECOMP_TIMELINE",
-                        "HWDECOMP_DECODE_RUNNERS", "HWDECOMP_SWITCH_INTERVAL_MS"})
+                        "HWDECOMP_DECODE_RUNNERS", "HWDECOMP_SWITCH_INTERVAL_MS", "HWDECOMP_HELD_LAUNCHES"})
 
 
 class UnknownOptionWarning(UserWarning):

@@ -30,6 +30,7 @@ from numba import config
 
 from .. import timeline
 from ..gpu.cuda_jit import cuda
+from ..gpu.launch import launch
 from .gather_tiles import count_tiles, write_tiles
 from .kernels_copy import gather_kernel
 from .uploads import device_address, pack_patches
@@ -92,7 +93,7 @@ def copy_pieces(data: Any, sources: np.ndarray, patches: Sequence[tuple[np.ndarr
         src8, src64 = _window(cut.base, cut.span)
         dst64 = data[: data.shape[0] // 8 * 8].view(np.uint64)
         blocks = max(1, min(tiles, _MAX_BLOCKS))
-        gather_kernel[blocks, _THREADS, stream](src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
+        launch(gather_kernel, blocks, _THREADS, stream, src8, src64, data, dst64, staging[: tiles * 24].view(np.int64))
 
 
 class _Cut(NamedTuple):

@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from ..gpu.cuda_jit import cuda
+from ..gpu.launch import launch
 from .kernels_bytes_pages import as_i32, dba_prefixes, dba_value, is_fixed_dba, page_rows
 from .kernels_delta import E_LENGTH, K_DECIMAL, TPB, block_error, page_launch
 
@@ -82,6 +83,6 @@ def write_fixed_dba(state, out8) -> None:
     out8 : device array of uint8
         The batch's output.
     """
-    _write_fixed_dba_kernel[page_launch(state)](
+    launch(_write_fixed_dba_kernel, *page_launch(state),
         state.data, state.chunks_d, state.pages_d, state.vstart, state.vend, state.valid, state.vindex, state.lengths,
         state.str_src, state.sa, state.sb, out8)

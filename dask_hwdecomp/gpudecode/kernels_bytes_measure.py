@@ -31,6 +31,7 @@ import numba
 import numpy as np
 
 from ..gpu.cuda_jit import cuda
+from ..gpu.launch import launch
 from .kernels_bytes_pages import as_i32, measured_here, page_rows, sum_pages
 from .kernels_delta import (
     E_COUNT,
@@ -258,12 +259,12 @@ def measure_bytes(state) -> None:
     if pages.shape[0] == 0:
         return
     sa, sb = state.sa, state.sb
-    walk_kernel[page_launch(state, WALK_THREADS)](state.data, state.chunks_d, pages, state.vstart, state.vend,
+    launch(walk_kernel, *page_launch(state, WALK_THREADS), state.data, state.chunks_d, pages, state.vstart, state.vend,
                                                   state.valid, state.lengths, state.dict_off, state.dict_len, sa, sb)
-    _measure_kernel[page_launch(state)](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+    launch(_measure_kernel, *page_launch(state), state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                         state.vindex, state.idx, state.dict_off, state.dict_len, state.lengths,
                                         state.str_src, sa, sb)
     if state.has_dba:
-        _dba_lengths_kernel[page_launch(state)](state.data, state.chunks_d, pages, state.vstart, state.vend,
+        launch(_dba_lengths_kernel, *page_launch(state), state.data, state.chunks_d, pages, state.vstart, state.vend,
                                                 state.valid, state.vindex, state.lengths, sa, sb)
     sum_pages(state, True)

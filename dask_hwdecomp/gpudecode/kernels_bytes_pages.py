@@ -28,6 +28,7 @@ import numba
 import numpy as np
 
 from ..gpu.cuda_jit import cuda
+from ..gpu.launch import launch
 from .kernels_delta import (
     E_LENGTH,
     ENC_DBA,
@@ -213,6 +214,6 @@ def sum_pages(state, measure: bool) -> None:
     """
     pages = state.pages_d
     s = state.stream
-    _page_sum_kernel[page_launch(state)](state.chunks_d, pages, state.valid, state.lengths, state.page_bytes)
-    _chunk_kernel[thread_blocks(state.chunks_d.shape[0]), TPB, s](state.chunks_d, pages, state.page_bytes,
+    launch(_page_sum_kernel, *page_launch(state), state.chunks_d, pages, state.valid, state.lengths, state.page_bytes)
+    launch(_chunk_kernel, thread_blocks(state.chunks_d.shape[0]), TPB, s, state.chunks_d, pages, state.page_bytes,
                                                                   state.page_base, measure)

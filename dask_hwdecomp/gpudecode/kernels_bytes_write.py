@@ -23,6 +23,7 @@ import numba
 import numpy as np
 
 from ..gpu.cuda_jit import cuda
+from ..gpu.launch import launch
 from .kernels_bytes_flba import write_fixed_dba
 from .kernels_bytes_pages import (
     as_i32,
@@ -233,13 +234,13 @@ def write_bytes(state, out) -> None:
     sum_pages(state, False)
     o8, _o16, o32, o64 = out_views(out)
     # sa and sb: the measure's scratch again, every step before runs on this stream
-    _write_kernel[page_launch(state)](state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
+    launch(_write_kernel, *page_launch(state), state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid,
                                       state.vindex, state.lengths, state.str_src, state.page_base, state.sa, state.sb,
                                       o8, o32, o64)
     total = state.bytes_rows
     if total:
         blocks = max(1, min((total + _COPY_THREADS - 1) // _COPY_THREADS, 4 if _SIM else MAX_BLOCKS))
-        _copy_kernel[blocks, _COPY_THREADS, state.stream](state.data, state.chunks_d, pages, state.valid, state.row_page,
+        launch(_copy_kernel, blocks, _COPY_THREADS, state.stream, state.data, state.chunks_d, pages, state.valid, state.row_page,
                                                state.lengths, state.str_src, o8, o32, o64, state.bytes_at,
                                                state.bytes_row)
     if state.has_dba:

@@ -27,6 +27,7 @@ import numba
 import numpy as np
 
 from ..gpu.cuda_jit import cuda
+from ..gpu.launch import launch
 from .tables import Encoding, OutKind, PageError, PageKind, Physical
 
 __all__ = ["measure_delta", "write_delta", "TPB", "dbp_walk", "dbp_decode", "block_scan", "set_error",
@@ -381,7 +382,7 @@ def measure_delta(state) -> None:
     pages = state.pages_d
     if pages.shape[0] == 0:
         return
-    _measure_delta_kernel[thread_blocks(pages.shape[0]), TPB, state.stream](
+    launch(_measure_delta_kernel, thread_blocks(pages.shape[0]), TPB, state.stream,
         state.data, state.chunks_d, pages, state.vstart, state.vend, state.vindex)
 
 
@@ -404,6 +405,6 @@ def write_delta(state, out) -> None:
         return
     scratch = state.sa  # the state's per-row scratch: the byte-array steps before it ran on this stream
     o8, o16, o32, o64 = out_views(out)
-    _write_delta_kernel[page_launch(state)](
+    launch(_write_delta_kernel, *page_launch(state),
         state.data, state.chunks_d, pages, state.vstart, state.vend, state.valid, state.vindex, scratch,
         o8, o16, o32, o64)

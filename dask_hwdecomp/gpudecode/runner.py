@@ -22,6 +22,7 @@ from numba import config
 
 from .. import timeline
 from ..gpu.cuda_jit import cuda
+from ..gpu.launch import launch
 from . import kernels_bytes_measure, kernels_bytes_write, kernels_delta
 from .kernels_fixed import (
     bool_kernel,
@@ -345,31 +346,31 @@ def measure(data, chunks: np.ndarray, pages: np.ndarray, *, stream: Any) -> Meas
 def _measure_levels(s: DecodeState) -> None:
     """Levels, value ranges and dictionary indices of every page (each later step reads them)."""
     st = s.stream
-    levels_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
+    launch(levels_kernel, _blocks(s.num_pages), _PAGE_THREADS, st,
         s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.vrow, s.row_page, s.vstart, s.vend)
-    check_kernel[_grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st](
+    launch(check_kernel, _grid(s.num_pages, _ROW_THREADS), _ROW_THREADS, st,
         s.data.shape[0], s.chunks_d, s.pages_d, s.vstart, s.vend)
     if s.idx.shape[0]:
-        dict_kernel[_blocks(s.num_pages), _PAGE_THREADS, st](
+        launch(dict_kernel, _blocks(s.num_pages), _PAGE_THREADS, st,
             s.data, s.chunks_d, s.pages_d, s.vstart, s.vend, s.vrow, s.idx)
 
 
 def _measure_totals(s: DecodeState) -> None:
-    totals_kernel[_grid(s.num_chunks, _ROW_THREADS), _ROW_THREADS, s.stream](s.chunks_d, s.pages_d)
+    launch(totals_kernel, _grid(s.num_chunks, _ROW_THREADS), _ROW_THREADS, s.stream, s.chunks_d, s.pages_d)
 
 
 def _write_validity(s: DecodeState, out) -> None:
-    validity_kernel[_grid(s.bitmap_bytes, _ROW_THREADS), _ROW_THREADS, s.stream](
+    launch(validity_kernel, _grid(s.bitmap_bytes, _ROW_THREADS), _ROW_THREADS, s.stream,
         s.chunks_d, s.byte_base, s.valid, out)
 
 
 def _write_bool(s: DecodeState, out) -> None:
-    bool_kernel[_grid(s.bitmap_bytes, _ROW_THREADS), _ROW_THREADS, s.stream](
+    launch(bool_kernel, _grid(s.bitmap_bytes, _ROW_THREADS), _ROW_THREADS, s.stream,
         s.data, s.chunks_d, s.pages_d, s.byte_base, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out)
 
 
 def _write_fixed(s: DecodeState, out) -> None:
-    fixed_kernel[_grid(s.total_rows, _ROW_THREADS), _ROW_THREADS, s.stream](
+    launch(fixed_kernel, _grid(s.total_rows, _ROW_THREADS), _ROW_THREADS, s.stream,
         s.data, s.chunks_d, s.pages_d, s.valid, s.vindex, s.row_page, s.idx, s.vstart, s.vend, out,
         out[: out.shape[0] // 4 * 4].view(np.int32), out[: out.shape[0] // 8 * 8].view(np.int64))
 
