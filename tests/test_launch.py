@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 import pytest
-from numba.core import types
+from numba.cuda import types
 
 from dask_hwdecomp.gpu import launch as launching
 from dask_hwdecomp.gpu.cuda_jit import cuda
@@ -49,6 +49,8 @@ def test_scalars_pack_as_the_words_the_kernel_reads_the_low_bytes_of():
 
 def test_types_not_packed_here_are_left_to_numba():
     assert launching.pack((types.complex128,), (1 + 2j,)) is None
+    host = np.zeros(4, np.int32)  # numba's launch copies a host array to the device
+    assert launching.pack((types.Array(types.int32, 1, "C"),), (host,)) is None
     assert launching.pack((types.int64, types.UniTuple(types.int64, 2)), (1, (2, 3))) is None
 
 

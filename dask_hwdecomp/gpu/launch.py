@@ -26,8 +26,8 @@ import threading
 from typing import Any
 
 import numpy as np
-from numba.core import types
-from numba.core.typing.typeof import Purpose, typeof
+from numba.cuda import types as _cuda_types
+from numba.cuda.typing.typeof import Purpose, typeof
 
 from . import driver_held
 from .errors import CudaError
@@ -36,6 +36,10 @@ from .simulator import simulated
 __all__ = ["launch", "pack", "HELD_ENV", "held_launches"]
 
 HELD_ENV = "HWDECOMP_HELD_LAUNCHES"
+
+# numba-cuda's own types and typing, which its dispatch keys overloads by
+# (filled in when imported: nothing for a type checker to read).
+types: Any = _cuda_types
 
 _MASK = (1 << 64) - 1
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
@@ -66,7 +70,7 @@ def _scalar_bits(ty, value) -> int | None:
 
 
 def pack(argtypes, args) -> list[int] | None:
-    """The kernel parameters of ``args`` as numba lays them out, each a 64-bit word; None if a type is not packed here.
+    """The kernel parameters of ``args`` as numba lays them out, each a 64-bit word; None if one is not packed here.
 
     An array of ``ndim`` dimensions is ``5 + 2 * ndim`` parameters: meminfo
     and parent (0), its size, item size, data address, shape and strides in
@@ -76,7 +80,10 @@ def pack(argtypes, args) -> list[int] | None:
     words: list[int] = []
     for ty, value in zip(argtypes, args):
         if isinstance(ty, types.Array):
-            pointer = value.device_ctypes_pointer.value or 0
+            device = getattr(value, "device_ctypes_pointer", None)
+            if device is None:  # a host array, which numba's launch copies to the device
+                return None
+            pointer = device.value or 0
             words += [0, 0, int(value.size), int(value.dtype.itemsize), pointer]
             words += [int(n) for n in value.shape]
             words += [int(s) & _MASK for s in value.strides]
