@@ -11,8 +11,8 @@ would notice. ``ctypes.PyDLL`` calls a C function without releasing the
 GIL; this module loads the driver library that way and calls
 ``cuLaunchKernel`` alone through it.
 
-The caller's thread must have the kernel's context current (the service's
-threads hold theirs, :meth:`~.device.Device.held`).
+The caller's thread must have the kernel's context current
+(:func:`current_context` says; the service's threads hold theirs).
 """
 
 from __future__ import annotations
@@ -22,34 +22,46 @@ import threading
 
 from .errors import CudaError
 
-__all__ = ["available", "launch"]
+__all__ = ["available", "current_context", "launch"]
 
 _lock = threading.Lock()
 _launch = None
+_current = None
 _tried = False
 
 
 def _load():
     """``cuLaunchKernel`` of the driver library loaded with the GIL kept, or None where it cannot load."""
-    global _launch, _tried
+    global _launch, _current, _tried
     with _lock:
         if not _tried:
             _tried = True
             try:
                 lib = ctypes.PyDLL("libcuda.so.1")
-                fn = lib.cuLaunchKernel
+                launch_fn, current_fn = lib.cuLaunchKernel, lib.cuCtxGetCurrent
             except (OSError, AttributeError):
-                fn = None
-            if fn is not None:
-                fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-                fn.restype = ctypes.c_int
-            _launch = fn
+                return None
+            launch_fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            launch_fn.restype = ctypes.c_int
+            current_fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+            current_fn.restype = ctypes.c_int
+            _launch, _current = launch_fn, current_fn
     return _launch
 
 
 def available() -> bool:
     """Whether the driver library loads here with the GIL kept (never raises)."""
     return _load() is not None
+
+
+def current_context() -> int:
+    """The address of the calling thread's current context, 0 where none is (or the driver cannot load)."""
+    if _load() is None or _current is None:
+        return 0
+    handle = ctypes.c_void_p()
+    if _current(ctypes.byref(handle)):
+        return 0
+    return handle.value or 0
 
 
 def launch(function: int, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int, stream: int,

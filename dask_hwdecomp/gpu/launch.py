@@ -11,8 +11,9 @@ each argument is packed as numba packs it for a kernel (an array as its
 meminfo, parent, size, item size, data pointer, shape and strides; a scalar
 as its value), and :func:`.driver_held.launch` queues it with the GIL kept.
 
-Under numba's simulator, where the driver is absent, and for argument
-types this module does not pack (records, tuples, complex numbers), the
+Under numba's simulator, where the driver is absent, on a thread with no
+context current (numba's launch makes one current), and for argument types
+this module does not pack (tuples, complex numbers, host arrays), the
 launch is numba's own dispatch. ``HWDECOMP_HELD_LAUNCHES=0`` makes every
 launch numba's own (a profiling knob).
 """
@@ -30,7 +31,6 @@ from numba.cuda import types as _cuda_types
 from numba.cuda.typing.typeof import Purpose, typeof
 
 from . import driver_held
-from .errors import CudaError
 from .simulator import simulated
 
 __all__ = ["launch", "pack", "HELD_ENV", "held_launches"]
@@ -42,7 +42,6 @@ HELD_ENV = "HWDECOMP_HELD_LAUNCHES"
 types: Any = _cuda_types
 
 _MASK = (1 << 64) - 1
-_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 
 
 def held_launches() -> bool:
@@ -148,7 +147,7 @@ def launch(kernel, griddim, blockdim, stream, *args) -> None:
     CudaError
         The driver refused the launch.
     """
-    if not held_launches():
+    if not held_launches() or not driver_held.current_context():  # numba's launch makes one current
         kernel[griddim, blockdim, stream](*args)
         return
     argtypes = tuple(_arg_type(a) for a in args)
@@ -171,12 +170,5 @@ def launch(kernel, griddim, blockdim, stream, *args) -> None:
     assert words is not None  # the same types pack the same way
     values, pointers = prepared.buffers(len(words))
     values[:] = words
-    try:
-        driver_held.launch(prepared.function, _dims(griddim), _dims(blockdim), 0, _stream_handle(stream),
-                           ctypes.addressof(pointers))
-    except CudaError as exc:
-        if exc.code != _INVALID_CONTEXT:
-            raise
-        # Nothing was queued: no context is current on this thread, which
-        # numba's own launch makes current.
-        kernel[griddim, blockdim, stream](*args)
+    driver_held.launch(prepared.function, _dims(griddim), _dims(blockdim), 0, _stream_handle(stream),
+                       ctypes.addressof(pointers))
