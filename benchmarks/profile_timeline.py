@@ -10,7 +10,9 @@ distributed LocalCluster with ``HWDECOMP_TIMELINE`` set (the workers and the
 GPU service they start record their spans, see :mod:`dask_hwdecomp.timeline`)
 and reads every dataset and codec, interleaved: ``pyarrow``, ``pyarrow`` on
 the uncompressed files, the decode-free IPC ceiling, hwdecomp with
-``decode="cpu"`` and with ``decode="auto"``, each ``--repeats`` times after a
+``decode="cpu"`` and with ``decode="auto"`` (``--variants``; a variant
+``decode-auto:streams=8`` sets further options, so that option values are
+compared in one run), each ``--repeats`` times after a
 warm-up, persisted then released as ``hwdecomp bench`` does; then pyarrow
 and each hwdecomp variant once more **while a persisted read of the
 uncompressed files is still held** (``held``), the case where the shared
@@ -33,6 +35,7 @@ import argparse
 import gc
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -79,6 +82,9 @@ def main(argv=None) -> int:
                            dashboard_address=None)
     client = Client(cluster)
     wanted = args.variants.split(",")
+    for v in wanted:
+        if v.startswith("decode-"):
+            variant_options(v)  # a misspelt option fails here, before any read
 
     def reader(variant: str, ds, codec: str):
         if variant == "pyarrow":
@@ -87,9 +93,8 @@ def main(argv=None) -> int:
             return lambda: dd.read_parquet(str(ds.dirs["uncompressed"]), engine="pyarrow")
         if variant == "ceiling":
             return lambda: read_ipc_ceiling(ds.dirs["uncompressed"])
-        decode = variant.removeprefix("decode-")
         return lambda: dd.read_parquet(str(ds.dirs[codec]), engine=hwdecomp,
-                                       hwdecomp_options={"backend": "auto", "decode": decode})
+                                       hwdecomp_options={"backend": "auto", **variant_options(variant)})
 
     reads = []
     windows = []
@@ -187,8 +192,29 @@ def main(argv=None) -> int:
     (out / "reads.json").write_text(json.dumps(reads, indent=1))
     for w in windows:
         if w.label.endswith(f"#{args.repeats}") and "decode-" in w.label:
-            tl.gantt(spans, w, out / f"gantt-{w.label.replace(' ', '-').replace('#', '')}.png")
+            name = re.sub(r"[^A-Za-z0-9_.+-]+", "-", w.label.replace("#", "").replace(":", "+"))
+            tl.gantt(spans, w, out / f"gantt-{name}.png")
     return 0
+
+
+def variant_options(variant: str) -> dict:
+    """The hwdecomp options of a variant ``decode-D[:NAME=VALUE...]``: ``decode`` D, and each option after it.
+
+    ``decode-auto:streams=8`` reads with ``decode="auto"`` and 8 streams.
+    Options a GPU backend is created with (``streams``, ``batch_bytes``,
+    ...) get a backend of their own in the same GPU service, so such
+    variants interleave in one profile.
+    """
+    from dask_hwdecomp.options import parse_option_texts
+
+    head, *rest = variant.split(":")
+    texts = {"decode": head.removeprefix("decode-")}
+    for item in rest:
+        name, eq, text = item.partition("=")
+        if not eq:
+            raise SystemExit(f"variant {variant!r}: {item!r} is not NAME=VALUE")
+        texts[name] = text
+    return parse_option_texts(texts)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ for what in "$@"; do
   runners=1; [ $what = after2 ] && runners=2; k=$((k+1))
   (cd $src && HWDECOMP_DECODE_RUNNERS=$runners PYTHONPATH=/tmp/site:$src timeout ${PROF_S:-110} python3 $root/benchmarks/profile_timeline.py /tmp/prof-$what --data /tmp/bdata \
     --size 3GB --files 32 --datasets ${DATASETS:-lineitem,entropy} --codecs ${CODECS:-snappy} --cluster ${CLUSTER:-4x4} --repeats ${REPEATS:-2} \
-    --variants ${VARIANTS:-pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto} > $OUT/profile-$what$k.log 2>&1; mkdir -p /tmp/gantts; cp /tmp/prof-$what/gantt-*-decode-auto-*.png /tmp/gantts/ 2>/dev/null; for g in /tmp/gantts/gantt-*-decode-auto-?.png; do mv $g ${g%.png}-$what$k.png; done) &
+    --variants ${VARIANTS:-pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto} > $OUT/profile-$what$k.log 2>&1; mkdir -p /tmp/gantts/$what$k; cp /tmp/prof-$what/gantt-*-decode-*.png /tmp/gantts/$what$k/ 2>/dev/null) &
   prof=$!
   if [ $what = spy ] || [ $what = idle ] || [ $what = native ]; then
     flags="--gil --nonblocking"; [ $what = idle ] && flags="--idle --threads --nonblocking"

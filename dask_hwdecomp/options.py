@@ -39,6 +39,7 @@ from .backend_table import BACKEND_TABLE
 
 __all__ = [
     "Options",
+    "parse_option_texts",
     "options",
     "current_options",
     "as_option_dict",
@@ -350,6 +351,34 @@ def _warn_unknown_env(environ: Mapping[str, str], known: set[str]) -> None:
             UnknownOptionWarning,
             stacklevel=4,
         )
+
+
+def parse_option_texts(texts: Mapping[str, str]) -> dict:
+    """Options written as text (``{"streams": "8", "batch_bytes": "64MiB"}``), parsed as their variables are.
+
+    Parameters
+    ----------
+    texts : mapping of str to str
+        Option names and their values as an ``HWDECOMP_*`` variable would
+        give them.
+
+    Returns
+    -------
+    dict
+        The options with typed values, for :class:`Options` or
+        ``hwdecomp_options``.
+
+    Raises
+    ------
+    TypeError
+        A name is not an option.
+    ValueError
+        A value does not parse as its option's type.
+    """
+    unknown = set(texts) - _NAMES
+    if unknown:
+        raise TypeError(_unknown_options(unknown))
+    return _parse_env({"HWDECOMP_" + name.upper(): text for name, text in texts.items()})
 
 
 def _parse_env(environ: Mapping[str, str]) -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 import dask_hwdecomp
 from dask_hwdecomp import LimitExceededError, Options, ReadReport, collect_reports, current_options, hwdecomp
-from dask_hwdecomp.options import UnknownOptionWarning
+from dask_hwdecomp.options import UnknownOptionWarning, parse_option_texts
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,18 @@ def test_byte_sizes_from_the_environment(monkeypatch):
     monkeypatch.setenv("HWDECOMP_MAX_BATCH_BYTES", "a lot")
     with pytest.raises(ValueError, match="HWDECOMP_MAX_BATCH_BYTES"):
         current_options()
+
+
+def test_options_written_as_text_parse_as_their_variables_do():
+    typed = parse_option_texts({"streams": "8", "batch_bytes": "64MiB", "zstd_stream_walk": "off",
+                                "batch_latency_ms": "0.5", "decode": "cpu"})
+    assert typed == {"streams": 8, "batch_bytes": 64 << 20, "zstd_stream_walk": False, "batch_latency_ms": 0.5,
+                     "decode": "cpu"}
+    assert Options(**typed).streams == 8
+    with pytest.raises(TypeError, match=r"stream \(did you mean streams\?\)"):
+        parse_option_texts({"stream": "8"})
+    with pytest.raises(ValueError, match="HWDECOMP_STREAMS"):
+        parse_option_texts({"streams": "eight"})
 
 
 # --- values of each option's kind -----------------------------------------------------------
