@@ -5,9 +5,10 @@ At scale a lineitem-like Zstd call took about 35 ms whether it held one part or 
 page's, and nvCOMP decodes a page in one thread block. This probe writes the bench's two tables (Zstd,
 ``bench/data.generate``), takes every page of one file, and times ``backend.decompress`` through
 nvCOMP in-process on the pages of each size class alone (1 MiB dictionary pages, data pages of
-hundreds of KB, small ones), on all the file's pages, and on all but the largest class, beside
-libzstd on one host thread (the CPU backend) over the same pages. Device only; prints a line per
-call: pages, their largest output, MB out, the median wall ms of five calls on each.
+hundreds of KB, small ones), on all the file's pages, on all but the largest class, and on each page
+of the largest class alone (its 8 largest: output, input and ratio), beside libzstd on one host thread (the CPU
+backend) over the same pages. Device only; prints a line per call: pages, their largest output, MB
+out, the median wall ms of five calls on each.
 
     python benchmarks/zstd_page_sizes_gpu.py --root /tmp/zstd-sizes
 
@@ -80,6 +81,12 @@ def main(argv=None) -> None:
                 print(f"{kind} {name}: {len(chosen)} pages, largest {sizes.max() / 1e3:.0f} KB, "
                       f"{sizes.sum() / 1e6:.1f} MB out; nvCOMP {ms:.1f} ms ({sizes.sum() / 1e6 / ms:.2f} GB/s), "
                       f"libzstd on one thread {host:.1f} ms", flush=True)
+            # Each page of the largest class alone (its 8 largest): which of them sets a call's length.
+            for start, size, out in sorted((p for p in pages if p[2] >= CLASSES[0][0]), key=lambda p: -p[2])[:8]:
+                ms = timed(backend, data, [(start, size, out)], a.repeats)
+                host = timed(cpu, data, [(start, size, out)], a.repeats)
+                print(f"{kind} one page at byte {start}: {out / 1e3:.0f} KB out of {size / 1e3:.0f} KB "
+                      f"(ratio {out / size:.2f}); nvCOMP {ms:.1f} ms, libzstd {host:.1f} ms", flush=True)
 
 
 if __name__ == "__main__":
