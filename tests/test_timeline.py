@@ -283,3 +283,38 @@ def test_a_span_counts_its_threads_cpu_seconds_apart_from_its_waits(tmp_path, mo
     assert waits["t1"] - waits["t0"] >= 0.2 and waits["cpu_s"] < 0.05
     assert works["cpu_s"] >= 0.1
     assert "cpu_s" in tl.summarize(list(spans.values()), tl.Window("w", waits["t0"], works["t1"]))["works"]["fields_s"]
+
+
+def test_a_call_begun_with_the_timeline_off_is_not_recorded_without_its_cpu_seconds(monkeypatch, tmp_path):
+    from dask_hwdecomp import timeline
+    from dask_hwdecomp.gpu.batcher import Batcher
+
+    from pagegen import make_part
+
+    class TurnsItOn:
+        """A call during which the timeline is set (as a test or a profile may, while a dispatcher works)."""
+
+        def run(self, call):
+            monkeypatch.setenv(timeline.ENV, str(tmp_path))
+            return [[] for _ in call]
+
+        def stats(self):
+            return {}
+
+        def close(self):
+            pass
+
+    class Ops:
+        def activate(self):
+            pass
+
+    monkeypatch.delenv(timeline.ENV, raising=False)
+    batcher = Batcher([TurnsItOn()], Ops(), budget_bytes=1 << 20, latency_s=0.0)
+    try:
+        assert batcher.run([make_part(0)]) == [[]]  # began off, ended on
+        assert batcher.run([make_part(1)]) == [[]]  # on throughout
+    finally:
+        batcher.close()
+    timeline.flush()
+    calls = [s for s in tl.load(tmp_path) if s["k"] == "gpu_call"]
+    assert len(calls) == 1 and "cpu_s" in calls[0]

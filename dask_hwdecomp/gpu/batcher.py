@@ -163,7 +163,9 @@ class Batcher:
             assert results is not None
             for part, failures in zip(call, results):
                 part.owner.future.set_result(failures)
-        if timeline.enabled():
+        # Only a call that began with the timeline on (its CPU clock read): one that began
+        # before it was set would be recorded without its CPU seconds.
+        if cpu is not None and timeline.enabled():
             # The oldest part's wait: the time.monotonic() clock, taken to perf_counter's.
             waited = time.monotonic() - call[0].owner.since
             ended = time.perf_counter()
