@@ -50,7 +50,9 @@ def main(argv=None) -> int:
     p.add_argument("--codecs", default="snappy")
     p.add_argument("--cluster", default="4x4")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--variants", default="pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto")
+    p.add_argument("--variants", default="pyarrow,pyarrow-uncompressed,ceiling,decode-cpu,decode-auto",
+                   help="decode-D[:NAME=VALUE...][@uncompressed] reads with decode=D and those options, "
+                        "of the uncompressed copy with @uncompressed")
     args = p.parse_args(argv)
 
     out: Path = args.out
@@ -84,7 +86,10 @@ def main(argv=None) -> int:
     wanted = args.variants.split(",")
     for v in wanted:
         if v.startswith("decode-"):
-            variant_options(v)  # a misspelt option fails here, before any read
+            name, _, copy = v.partition("@")
+            variant_options(name)  # a misspelt option fails here, before any read
+            if copy not in ("", "uncompressed"):
+                raise SystemExit(f"variant {v!r}: only @uncompressed names another copy")
 
     def reader(variant: str, ds, codec: str):
         if variant == "pyarrow":
@@ -93,8 +98,10 @@ def main(argv=None) -> int:
             return lambda: dd.read_parquet(str(ds.dirs["uncompressed"]), engine="pyarrow")
         if variant == "ceiling":
             return lambda: read_ipc_ceiling(ds.dirs["uncompressed"])
-        return lambda: dd.read_parquet(str(ds.dirs[codec]), engine=hwdecomp,
-                                       hwdecomp_options={"backend": "auto", **variant_options(variant)})
+        # ``decode-...@uncompressed``: the GPU's decode of the uncompressed copy, what the decode alone allows.
+        name, _, copy = variant.partition("@")
+        return lambda: dd.read_parquet(str(ds.dirs[copy or codec]), engine=hwdecomp,
+                                       hwdecomp_options={"backend": "auto", **variant_options(name)})
 
     reads = []
     windows = []
@@ -155,7 +162,8 @@ def main(argv=None) -> int:
                     for v in wanted:
                         note(ds, codec, v, r + 1, timed(f"{ds.name} {codec} {v} #{r + 1}", reader(v, ds, codec)))
                 # pyarrow too: a held result slows every reader's allocations, not only hwdecomp's.
-                for v in [v for v in wanted if v.startswith("decode-") or v == "pyarrow"]:
+                # Not the @uncompressed variants: their read of the held files would be the held result.
+                for v in [v for v in wanted if (v.startswith("decode-") and "@" not in v) or v == "pyarrow"]:
                     held: list = []
                     # The uncompressed files first (other task keys than the codec's), held.
                     timed("held", reader(v, ds, "uncompressed"), held)
