@@ -171,6 +171,8 @@ def main(argv=None) -> int:
                     held.clear()
                     client.run(gc.collect)
         client.run(timeline.flush)
+        for line in mean_ratios(reads):
+            print(line, flush=True)
         # What the service holds pinned once every read was released: bounded by the readers' pools.
         for stats in node_stats(service_dir(None, create=False)):
             print("service after the reads: " + ", ".join(
@@ -203,6 +205,24 @@ def main(argv=None) -> int:
             name = re.sub(r"[^A-Za-z0-9_.+-]+", "-", w.label.replace("#", "").replace(":", "+"))
             tl.gantt(spans, w, out / f"gantt-{name}.png")
     return 0
+
+
+def mean_ratios(reads: list[dict]) -> list[str]:
+    """Each variant's mean seconds over its reads (held ones included), and pyarrow's mean over it.
+
+    One line per dataset, codec and variant, as ``mean DATASET CODEC VARIANT: S s over N reads, R x pyarrow``;
+    the ratio is left out where the profile has no pyarrow read of that dataset and codec.
+    """
+    groups: dict[tuple, list[float]] = {}
+    for r in reads:
+        groups.setdefault((r["dataset"], r["codec"], r["variant"]), []).append(r["seconds"])
+    lines = []
+    for (ds, codec, v), secs in groups.items():
+        mean = sum(secs) / len(secs)
+        base = groups.get((ds, codec, "pyarrow"))
+        ratio = f", {sum(base) / len(base) / mean:.2f} x pyarrow" if base else ""
+        lines.append(f"mean {ds} {codec} {v}: {mean:.3f} s over {len(secs)} reads{ratio}")
+    return lines
 
 
 def variant_options(variant: str) -> dict:

@@ -65,7 +65,7 @@ for what in "$@"; do
     svc=$(pgrep -f "dask_hwdecomp.service" | head -1)
     timeout 60 /tmp/site/bin/py-spy record --pid $svc $flags --rate ${SPY_RATE:-200} --format raw -o $OUT/spy-service-$what.txt --duration ${SPY_S:-25} > $OUT/spy.log 2>&1 &
   fi
-  wait $prof; echo "$what rc=$?"; grep -E "GB/s(;|$)|Error|service after" $OUT/profile-$what$k.log | grep -v "warm\|kind " | head -40
+  wait $prof; echo "$what rc=$?"; grep -E "GB/s(;|$)|Error|service after|^mean " $OUT/profile-$what$k.log | grep -v "warm\|kind " | head -70
   wait
 done
 [ -f $OUT/spy.log ] && tail -2 $OUT/spy.log
