@@ -379,8 +379,22 @@ def test_a_reader_that_takes_the_start_lock_late_connects_to_the_service_already
     finally:
         first.close()
     assert starts == [] and len(attempts) == 2
-    text = address.log.read_text()
+    text = _log_once_listening(address.log)
     assert text.count(" listening on ") == 1 and "already listens" not in text, text
+
+
+def _log_once_listening(path: Path, timeout_s: float = 60.0) -> str:
+    """A service log's text once it says the service listens (or after ``timeout_s``).
+
+    A reader connects as soon as the service's socket listens, which is a
+    moment before the service logs that it does.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = path.read_text() if path.exists() else ""
+        if " listening on " in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.05)
 
 
 def test_hwdecomp_info_names_the_running_service(service_dir):
