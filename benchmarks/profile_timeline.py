@@ -86,10 +86,7 @@ def main(argv=None) -> int:
     wanted = args.variants.split(",")
     for v in wanted:
         if v.startswith("decode-"):
-            name, _, copy = v.partition("@")
-            variant_options(name)  # a misspelt option fails here, before any read
-            if copy not in ("", "uncompressed"):
-                raise SystemExit(f"variant {v!r}: only @uncompressed names another copy")
+            variant_read(v)  # a misspelt option or copy fails here, before any read
 
     def reader(variant: str, ds, codec: str):
         if variant == "pyarrow":
@@ -98,10 +95,9 @@ def main(argv=None) -> int:
             return lambda: dd.read_parquet(str(ds.dirs["uncompressed"]), engine="pyarrow")
         if variant == "ceiling":
             return lambda: read_ipc_ceiling(ds.dirs["uncompressed"])
-        # ``decode-...@uncompressed``: the GPU's decode of the uncompressed copy, what the decode alone allows.
-        name, _, copy = variant.partition("@")
+        copy, opts = variant_read(variant)
         return lambda: dd.read_parquet(str(ds.dirs[copy or codec]), engine=hwdecomp,
-                                       hwdecomp_options={"backend": "auto", **variant_options(name)})
+                                       hwdecomp_options={"backend": "auto", **opts})
 
     reads = []
     windows = []
@@ -223,6 +219,17 @@ def mean_ratios(reads: list[dict]) -> list[str]:
         ratio = f", {sum(base) / len(base) / mean:.2f} x pyarrow" if base else ""
         lines.append(f"mean {ds} {codec} {v}: {mean:.3f} s over {len(secs)} reads{ratio}")
     return lines
+
+
+def variant_read(variant: str) -> tuple[str, dict]:
+    """The copy a variant ``decode-...[@uncompressed]`` reads (empty: the codec's) and its options.
+
+    ``@uncompressed`` is the GPU's decode of the uncompressed copy: what the decode alone allows.
+    """
+    name, _, copy = variant.partition("@")
+    if copy not in ("", "uncompressed"):
+        raise SystemExit(f"variant {variant!r}: only @uncompressed names another copy")
+    return copy, variant_options(name)
 
 
 def variant_options(variant: str) -> dict:
