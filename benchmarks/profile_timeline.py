@@ -159,7 +159,7 @@ def main(argv=None) -> int:
                         note(ds, codec, v, r + 1, timed(f"{ds.name} {codec} {v} #{r + 1}", reader(v, ds, codec)))
                 # pyarrow too: a held result slows every reader's allocations, not only hwdecomp's.
                 # Not the @uncompressed variants: their read of the held files would be the held result.
-                for v in [v for v in wanted if (v.startswith("decode-") and "@" not in v) or v == "pyarrow"]:
+                for v in [v for v in wanted if (v.startswith("decode-") and not variant_read(v)[0]) or v == "pyarrow"]:
                     held: list = []
                     # The uncompressed files first (other task keys than the codec's), held.
                     timed("held", reader(v, ds, "uncompressed"), held)

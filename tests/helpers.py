@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -39,6 +40,14 @@ REPO = Path(__file__).resolve().parent.parent
 # What pyarrow raises on a file it refuses: its own classes, and OSError
 # for codec failures ("GZipCodec failed").
 PYARROW_ERRORS = (pa.ArrowException, OSError)
+
+
+def until(condition, what: str, timeout_s: float = 60.0, every_s: float = 0.01) -> None:
+    """Wait for ``condition()``; fail (rather than hang) past ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(every_s)
 
 
 def sample_frame(n: int, seed: int, *, categorical: bool = False, index: pd.Index | None = None) -> pd.DataFrame:

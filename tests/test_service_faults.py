@@ -38,7 +38,7 @@ from dask_hwdecomp.service.deadline import FLOOR_S, GPU_BYTES_PER_S, deadline_s
 from dask_hwdecomp.service.launch import wait_for_exit
 
 from corruption import corrupt
-from helpers import gpu_available
+from helpers import gpu_available, until
 from pagegen import assert_outputs, make_batch, run_batch
 from service_backends import BUSY_BYTES_PER_S, EVENTS_ENV, MERGE_ENV, events, open_backend
 from service_readers import READ_OPTIONS, read_in_threads, registry_on, shared_segments
@@ -46,14 +46,6 @@ from service_readers import READ_OPTIONS, read_in_threads, registry_on, shared_s
 OPTS = Options(streams=1, batch_latency_ms=1.0, batch_bytes=8 << 20, cpu_threads=2)
 ENGINE_ALGOS = (Algo.SNAPPY, Algo.DEFLATE, Algo.LZ4)
 TESTS = Path(__file__).resolve().parent
-
-
-def _until(condition, what: str, timeout_s: float = 60.0, every_s: float = 0.01) -> None:
-    """Wait for ``condition()``; fail (rather than hang) past ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(every_s)
 
 
 # -- the rule ------------------------------------------------------------------
@@ -207,7 +199,7 @@ def test_standin_busy_service_serves_16_queued_tasks_without_a_timeout(open_serv
         for k, batch in enumerate(batches):
             threads.append(threading.Thread(target=read, args=(batch,)))
             threads[-1].start()
-            _until(lambda k=k: b.stats()["taken_up"] > first + k, f"task {k} taken up", every_s=0.002)
+            until(lambda k=k: b.stats()["taken_up"] > first + k, f"task {k} taken up", every_s=0.002)
         for t in threads:
             t.join(100)
         took = time.monotonic() - began
@@ -256,7 +248,7 @@ def test_standin_fault_in_a_call_merged_from_8_tasks_is_the_bad_tasks_alone(faul
     with open_service(f"standin_{fault}_merged", gpu_timeout_s=60.0) as b:
         threads = [threading.Thread(target=read, args=("bad", bad_batch))]
         threads[0].start()
-        _until(lambda: "held" in events(log), "the bad task's part waits for the others")
+        until(lambda: "held" in events(log), "the bad task's part waits for the others")
         threads += [threading.Thread(target=read, args=(k, batch)) for k, batch in enumerate(innocents)]
         for t in threads[1:]:
             t.start()
@@ -313,7 +305,7 @@ def test_standin_service_sigkilled_under_16_readers_every_read_ends_right(servic
             here: dict = {}
             mine = threading.Thread(target=lambda: here.update(read_in_threads(paths, 8, 3)))
             mine.start()
-            _until(lambda: b.stats()["taken_run_bytes"] > 0, "a request in the service", every_s=0.001)
+            until(lambda: b.stats()["taken_run_bytes"] > 0, "a request in the service", every_s=0.001)
             killed = b.pid
             os.kill(killed, signal.SIGKILL)
             mine.join(240)
@@ -363,15 +355,15 @@ def test_a_reader_killed_mid_read_leaves_none_of_its_segments_in_the_service(ser
                                    "4", "50", *paths], stdout=subprocess.PIPE, text=True)
         try:
             assert reader.stdout.readline().strip() == "reading"
-            _until(lambda: b.stats()["clients"] == 2 and b.stats()["taken_run_bytes"] > 0
+            until(lambda: b.stats()["clients"] == 2 and b.stats()["taken_run_bytes"] > 0
                    and _memfd_mappings(service) > mine, "the other reader's requests in the service", every_s=0.001)
             os.kill(reader.pid, signal.SIGKILL)
             assert reader.wait(30) == -signal.SIGKILL
         finally:
             if reader.poll() is None:
                 reader.kill()
-        _until(lambda: b.stats()["clients"] == 1, "the service to drop the killed reader's connection")
-        _until(lambda: _memfd_mappings(service) <= mine, "the killed reader's segments unmapped in the service", timeout_s=20)
+        until(lambda: b.stats()["clients"] == 1, "the service to drop the killed reader's connection")
+        until(lambda: _memfd_mappings(service) <= mine, "the killed reader's segments unmapped in the service", timeout_s=20)
         stats = b.stats()
         assert stats["all_host_pinned_bytes"] <= pinned and stats["taken_run_bytes"] == 0, stats
         assert b.pid == service  # the same service, still serving this process
@@ -423,7 +415,7 @@ def test_standin_service_killed_during_a_decode_sends_it_again_to_a_fresh_one(se
                 done.set_exception(exc)
 
         threading.Thread(target=decode).start()
-        _until(lambda: b.stats()["taken_decode_bytes"] > 0, "the decode in the service", timeout_s=120)
+        until(lambda: b.stats()["taken_decode_bytes"] > 0, "the decode in the service", timeout_s=120)
         os.kill(b.pid, signal.SIGKILL)
         out = done.result(timeout=200)
         (columns,) = assemble(out.buffer, out.owner, out.chunks, plan)

@@ -16,7 +16,6 @@ import sys
 import tempfile
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -33,7 +32,7 @@ from dask_hwdecomp.service.rundir import ServiceUnreachable, address_for
 from dask_hwdecomp.service.server import Service
 from dask_hwdecomp.service.sockets import bind, peer_of
 
-from helpers import assert_tables_equal
+from helpers import assert_tables_equal, until
 from pagegen import assert_outputs, make_batch, run_batch
 from service_backends import open_backend
 
@@ -163,10 +162,7 @@ def test_messages_that_fail_validation_are_refused_logged_and_never_run(served, 
 
 def _until_gone(b, timeout_s: float = 30.0) -> None:
     """Wait until ``b``'s connection has seen its service go."""
-    deadline = time.monotonic() + timeout_s
-    while b.pid is not None:
-        assert time.monotonic() < deadline, "the connection did not see its service go"
-        time.sleep(0.01)
+    until(lambda: b.pid is None, "the connection did not see its service go", timeout_s)
 
 
 def test_a_killed_service_is_started_again_and_the_next_read_succeeds(service_dir):
@@ -379,22 +375,11 @@ def test_a_reader_that_takes_the_start_lock_late_connects_to_the_service_already
     finally:
         first.close()
     assert starts == [] and len(attempts) == 2
-    text = _log_once_listening(address.log)
+    # A reader connects as soon as the service's socket listens, a moment before the service logs that it does.
+    until(lambda: address.log.exists() and " listening on " in address.log.read_text(),
+          "the service logs that it listens")
+    text = address.log.read_text()
     assert text.count(" listening on ") == 1 and "already listens" not in text, text
-
-
-def _log_once_listening(path: Path, timeout_s: float = 60.0) -> str:
-    """A service log's text once it says the service listens (or after ``timeout_s``).
-
-    A reader connects as soon as the service's socket listens, which is a
-    moment before the service logs that it does.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        text = path.read_text() if path.exists() else ""
-        if " listening on " in text or time.monotonic() > deadline:
-            return text
-        time.sleep(0.05)
 
 
 def test_hwdecomp_info_names_the_running_service(service_dir):
